@@ -1,0 +1,566 @@
+//! Alterations: batches of per-entity set / remove ops, validated as Apache Kafka's controller does,
+//! plus the sub-quota rules of the `kip55` policy.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use crate::engine::SubQuotaPolicy;
+use crate::entity::{Entity, EntityName, EntityType, Name};
+use crate::error::{ApiError, ParseError};
+use crate::key::{format_value, QuotaKey, ValueKind};
+use crate::state::{self, new_map, NodeQuotas, State, UserClients, UserNode};
+
+/// One component of an entity as a request names it: a type and a name (`None` for the default).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntityPart {
+    /// `user`, `client-id` or `ip` (anything else is rejected by validation).
+    pub entity_type: String,
+    /// The name, or `None` for the default.
+    pub name: Option<String>,
+}
+
+/// One op on an entity: set a key to a value, or remove it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Op {
+    /// The key as written: `type` or `type:unit`.
+    pub key: String,
+    /// The value to set, or `None` to remove the key.
+    pub value: Option<f64>,
+}
+
+/// The ops for one entity.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Alteration {
+    /// The entity's components as given.
+    pub entity: Vec<EntityPart>,
+    /// The ops, applied in order.
+    pub ops: Vec<Op>,
+}
+
+impl Alteration {
+    /// An alteration of `entity` with no ops yet.
+    pub fn new(entity: &Entity) -> Alteration {
+        Alteration {
+            entity: entity
+                .components()
+                .map(|(ty, name)| EntityPart {
+                    entity_type: ty.as_str().to_owned(),
+                    name: name.as_option().map(str::to_owned),
+                })
+                .collect(),
+            ops: Vec::new(),
+        }
+    }
+
+    /// An alteration of an entity given as raw `(type, name)` parts, as they arrive on the wire.
+    pub fn raw<T: Into<String>, N: Into<String>>(
+        parts: impl IntoIterator<Item = (T, Option<N>)>,
+    ) -> Alteration {
+        Alteration {
+            entity: parts
+                .into_iter()
+                .map(|(t, n)| EntityPart {
+                    entity_type: t.into(),
+                    name: n.map(Into::into),
+                })
+                .collect(),
+            ops: Vec::new(),
+        }
+    }
+
+    /// Adds an op that sets `key` to `value`.
+    pub fn set(mut self, key: impl ToString, value: f64) -> Alteration {
+        self.ops.push(Op {
+            key: key.to_string(),
+            value: Some(value),
+        });
+        self
+    }
+
+    /// Adds an op that removes `key`.
+    pub fn remove(mut self, key: impl ToString) -> Alteration {
+        self.ops.push(Op {
+            key: key.to_string(),
+            value: None,
+        });
+        self
+    }
+}
+
+/// The outcome for one alteration of a batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlterResult {
+    /// The entity as the alteration named it.
+    pub entity: Vec<EntityPart>,
+    /// `None` on success.
+    pub error: Option<ApiError>,
+}
+
+/// A validated change to one entity: its slot's complete new contents.
+#[derive(Clone, Debug)]
+pub(crate) struct Change {
+    pub(crate) entity: Entity,
+    pub(crate) old: Vec<(QuotaKey, f64)>,
+    pub(crate) new: Vec<(QuotaKey, f64)>,
+}
+
+/// What a batch would do: one result per alteration, and the changes of the valid ones.
+pub(crate) struct Plan {
+    pub(crate) results: Vec<AlterResult>,
+    /// Only entities whose contents actually change.
+    pub(crate) changes: Vec<Change>,
+}
+
+/// Validates `batch` against `state` without changing it.
+pub(crate) fn plan(state: &State, batch: &[Alteration], policy: SubQuotaPolicy) -> Plan {
+    let mut errors: Vec<Option<ApiError>> = vec![None; batch.len()];
+    // Kafka answers every copy of a repeated entity with one error.
+    let mut seen: HashMap<Vec<EntityPart>, usize> = HashMap::new();
+    for (i, alteration) in batch.iter().enumerate() {
+        let mut key = alteration.entity.clone();
+        key.sort();
+        if let Some(&first) = seen.get(&key) {
+            let msg = format!(
+                "Ignoring duplicate entity {}",
+                describe_parts(&alteration.entity)
+            );
+            errors[first] = Some(ApiError::invalid_request(msg.clone()));
+            errors[i] = Some(ApiError::invalid_request(msg));
+        } else {
+            seen.insert(key, i);
+        }
+    }
+    let mut candidates: Vec<(usize, Change)> = Vec::new();
+    for (i, alteration) in batch.iter().enumerate() {
+        if errors[i].is_some() {
+            continue;
+        }
+        match validate(state, alteration) {
+            Ok(change) => candidates.push((i, change)),
+            Err(e) => errors[i] = Some(e),
+        }
+    }
+    if policy == SubQuotaPolicy::Kip55 {
+        enforce_sub_quotas(state, &mut candidates, &mut errors);
+    }
+    let results = batch
+        .iter()
+        .zip(errors)
+        .map(|(a, error)| AlterResult {
+            entity: a.entity.clone(),
+            error,
+        })
+        .collect();
+    let changes = candidates
+        .into_iter()
+        .map(|(_, c)| c)
+        .filter(|c| c.old != c.new)
+        .collect();
+    Plan { results, changes }
+}
+
+/// Prints raw parts the way Kafka prints a `ClientQuotaEntity`.
+fn describe_parts(parts: &[EntityPart]) -> String {
+    let inner: Vec<String> = parts
+        .iter()
+        .map(|p| format!("{}={}", p.entity_type, p.name.as_deref().unwrap_or("null")))
+        .collect();
+    format!("ClientQuotaEntity(entries={{{}}})", inner.join(", "))
+}
+
+/// Checks one alteration in Kafka's order and computes its change.
+fn validate(state: &State, alteration: &Alteration) -> Result<Change, ApiError> {
+    let entity = validate_entity(&alteration.entity)?;
+    let mut ops: Vec<(QuotaKey, Option<f64>)> = Vec::with_capacity(alteration.ops.len());
+    for op in &alteration.ops {
+        let key = parse_key(&op.key, &entity)?;
+        if ops.iter().any(|(k, _)| *k == key) {
+            return Err(ApiError::invalid_request(format!(
+                "Duplicate quota key {} not updating quota for this entity {}",
+                op.key,
+                describe_parts(&alteration.entity)
+            )));
+        }
+        if let Some(value) = op.value {
+            validate_value(key, &op.key, value)?;
+        }
+        ops.push((key, op.value));
+    }
+    let old = current(state, &entity);
+    let mut new = old.clone();
+    for (key, value) in ops {
+        new.retain(|(k, _)| *k != key);
+        if let Some(v) = value {
+            new.push((key, v));
+        }
+    }
+    new.sort_by_key(|(k, _)| *k);
+    Ok(Change { entity, old, new })
+}
+
+/// Turns raw parts into an entity, with Kafka's messages for every bad shape.
+fn validate_entity(parts: &[EntityPart]) -> Result<Entity, ApiError> {
+    if parts.is_empty() {
+        return Err(ApiError::invalid_request(
+            "Invalid empty client quota entity",
+        ));
+    }
+    let mut typed: Vec<(EntityType, EntityName)> = Vec::with_capacity(parts.len());
+    for part in parts {
+        let ty: EntityType = part.entity_type.parse().map_err(|_| {
+            ApiError::invalid_request(format!(
+                "Unhandled client quota entity type: {}",
+                part.entity_type
+            ))
+        })?;
+        if typed.iter().any(|(t, _)| *t == ty) {
+            return Err(ApiError::invalid_request(format!(
+                "Duplicate {} entity type in client quota entity",
+                ty
+            )));
+        }
+        let name = match part.name.as_deref() {
+            None => EntityName::Default,
+            Some(n) => EntityName::named(n).map_err(|_: ParseError| {
+                ApiError::invalid_request(format!(
+                    "Empty {} entity name in client quota entity",
+                    ty
+                ))
+            })?,
+        };
+        typed.push((ty, name));
+    }
+    let has = |t| typed.iter().any(|(ty, _)| *ty == t);
+    if has(EntityType::Ip) && typed.len() > 1 {
+        return Err(ApiError::invalid_request(
+            "Invalid quota entity combination, IP entity should not be combined with User or ClientId entities.",
+        ));
+    }
+    if let Some((_, EntityName::Named(ip))) = typed.iter().find(|(t, _)| *t == EntityType::Ip) {
+        if ip.as_str().parse::<IpAddr>().is_err() {
+            return Err(ApiError::invalid_request(format!(
+                "{} is not a valid IP or resolvable host.",
+                ip.as_str()
+            )));
+        }
+    }
+    Ok(Entity::from_parts(&typed).expect("shape checked above"))
+}
+
+/// Parses a key and checks that it applies to the entity.
+fn parse_key(text: &str, entity: &Entity) -> Result<QuotaKey, ApiError> {
+    let invalid = || ApiError::invalid_request(format!("Invalid configuration key {text}"));
+    let key = match text.parse::<QuotaKey>() {
+        Ok(key) => key,
+        Err(ParseError::UnknownUnit { quota_type, unit }) => {
+            let ty: crate::key::QuotaType = quota_type.parse().map_err(|_| invalid())?;
+            let units: Vec<&str> = QuotaKey::all()
+                .filter(|k| k.quota_type() == ty)
+                .map(|k| k.unit().as_str())
+                .collect();
+            return Err(ApiError::invalid_request(format!(
+                "Invalid configuration key {text}: unknown unit '{unit}' for {quota_type} (expected {})",
+                units.join(", ")
+            )));
+        }
+        Err(_) => return Err(invalid()),
+    };
+    if key.is_ip_key() != entity.is_ip() {
+        return Err(invalid());
+    }
+    Ok(key)
+}
+
+/// Checks a value in Kafka's order, then rejects what Kafka lets through but cannot be a rate.
+fn validate_value(key: QuotaKey, text: &str, value: f64) -> Result<(), ApiError> {
+    if value <= 0.0 {
+        return Err(ApiError::invalid_request(format!(
+            "Quota {text} must be greater than 0"
+        )));
+    }
+    let kind = key.quota_type().value_kind();
+    let too_large = |bound: f64, name: &str| {
+        (value > bound).then(|| {
+            ApiError::invalid_request(format!(
+                "Proposed value for {text} is too large for {name}."
+            ))
+        })
+    };
+    let integral = || {
+        (value - value.floor() > 1e-16)
+            .then(|| ApiError::invalid_request(format!("Quota {text} must be an integer.")))
+    };
+    let kafka_error = match kind {
+        ValueKind::Long => too_large(i64::MAX as f64, "a LONG").or_else(integral),
+        ValueKind::Int => too_large(i32::MAX as f64, "an INT").or_else(integral),
+        ValueKind::Double => None,
+    };
+    if let Some(e) = kafka_error {
+        return Err(e);
+    }
+    if !value.is_finite() {
+        return Err(ApiError::invalid_request(format!(
+            "Quota {text} must be a finite number"
+        )));
+    }
+    Ok(())
+}
+
+/// The current contents of an entity's slot.
+pub(crate) fn current(state: &State, entity: &Entity) -> Vec<(QuotaKey, f64)> {
+    match locate(state, entity) {
+        Some((q, slot)) => q.entries(slot).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Where an entity's quotas live in a snapshot.
+fn locate<'s>(state: &'s State, entity: &Entity) -> Option<(&'s NodeQuotas, usize)> {
+    use state::{CLIENT, DEFAULT_USER_CLIENT, ONLY, USER, USER_DEFAULT_CLIENT};
+    use EntityName::{Default as D, Named as N};
+    match entity {
+        Entity::User(N(u)) => state.users.get(u.as_str()).map(|n| (&n.quotas, USER)),
+        Entity::UserClient(N(u), D) => state
+            .users
+            .get(u.as_str())
+            .map(|n| (&n.quotas, USER_DEFAULT_CLIENT)),
+        Entity::UserClient(N(u), N(c)) => state
+            .users
+            .get(u.as_str())
+            .and_then(|n| n.clients.as_deref())
+            .and_then(|cs| cs.map.get(c.as_str()))
+            .map(|q| (q, ONLY)),
+        Entity::User(D) => Some((&state.default_user, USER)),
+        Entity::UserClient(D, D) => Some((&state.default_user, USER_DEFAULT_CLIENT)),
+        Entity::UserClient(D, N(c)) => state
+            .clients
+            .get(c.as_str())
+            .map(|q| (q, DEFAULT_USER_CLIENT)),
+        Entity::ClientId(N(c)) => state.clients.get(c.as_str()).map(|q| (q, CLIENT)),
+        Entity::ClientId(D) => Some((&state.default_client, ONLY)),
+        Entity::Ip(N(ip)) => state.ips.get(ip.as_str()).map(|q| (q, ONLY)),
+        Entity::Ip(D) => Some((&state.default_ip, ONLY)),
+    }
+}
+
+fn value_of(entries: &[(QuotaKey, f64)], key: QuotaKey) -> Option<f64> {
+    entries.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+}
+
+/// What a change does to one user node's sub-quota rule for one key.
+#[derive(Default)]
+struct Group {
+    total: Option<f64>,
+    /// Named sub-quota sum after the batch.
+    sum: i128,
+    default_sub: Option<f64>,
+}
+
+/// The user node an entity belongs to for the sub-quota rules, if any.
+fn owner(entity: &Entity) -> Option<&EntityName> {
+    match entity {
+        Entity::User(u) | Entity::UserClient(u, _) => Some(u),
+        _ => None,
+    }
+}
+
+/// Rejects, with POLICY_VIOLATION, every alteration that takes part in breaking a sub-quota rule, until
+/// the batch's accepted changes leave every touched user node within its totals.
+fn enforce_sub_quotas(
+    state: &State,
+    candidates: &mut Vec<(usize, Change)>,
+    errors: &mut [Option<ApiError>],
+) {
+    loop {
+        let mut violations: Vec<(EntityName, QuotaKey, String)> = Vec::new();
+        let mut touched: Vec<(EntityName, QuotaKey)> = Vec::new();
+        for (_, c) in candidates.iter() {
+            if let Some(u) = owner(&c.entity) {
+                for key in QuotaKey::SUB_QUOTA_KEYS {
+                    if value_of(&c.old, key) != value_of(&c.new, key)
+                        && !touched.iter().any(|(n, k)| n == u && *k == key)
+                    {
+                        touched.push((u.clone(), key));
+                    }
+                }
+            }
+        }
+        for (user, key) in &touched {
+            let g = group_after(state, candidates, user, *key);
+            let Some(total) = g.total else { continue };
+            let user_entity = Entity::User(user.clone());
+            if g.sum as f64 > total {
+                violations.push((
+                    user.clone(),
+                    *key,
+                    format!(
+                        "The sub-quotas of {} for {} would sum to {}, which exceeds the total {} of {}",
+                        user_entity,
+                        key,
+                        Num(g.sum as f64),
+                        Num(total),
+                        user_entity
+                    ),
+                ));
+            } else if let Some(d) = g.default_sub.filter(|d| *d > total) {
+                violations.push((
+                    user.clone(),
+                    *key,
+                    format!(
+                        "The sub-quota of {} for {} would be {}, which exceeds the total {} of {}",
+                        Entity::UserClient(user.clone(), EntityName::Default),
+                        key,
+                        Num(d),
+                        Num(total),
+                        user_entity
+                    ),
+                ));
+            }
+        }
+        if violations.is_empty() {
+            return;
+        }
+        candidates.retain(|(i, c)| {
+            let Some(u) = owner(&c.entity) else {
+                return true;
+            };
+            let hit = violations
+                .iter()
+                .find(|(vu, key, _)| vu == u && value_of(&c.old, *key) != value_of(&c.new, *key));
+            match hit {
+                Some((_, _, msg)) => {
+                    errors[*i] = Some(ApiError::policy_violation(msg.clone()));
+                    false
+                }
+                None => true,
+            }
+        });
+    }
+}
+
+/// The state of one (user node, key) rule after the accepted candidates.
+fn group_after(
+    state: &State,
+    candidates: &[(usize, Change)],
+    user: &EntityName,
+    key: QuotaKey,
+) -> Group {
+    let s = state::sub_index(key.index()).expect("sub-quota key");
+    let total_entity = Entity::User(user.clone());
+    let default_entity = Entity::UserClient(user.clone(), EntityName::Default);
+    let base_sum = match user {
+        EntityName::Named(u) => state
+            .users
+            .get(u.as_str())
+            .and_then(|n| n.clients.as_deref())
+            .map_or(0, |c| c.sums[s]),
+        EntityName::Default => state.default_user_sums[s],
+    };
+    let after = |entity: &Entity| -> Option<f64> {
+        match candidates.iter().find(|(_, c)| &c.entity == entity) {
+            Some((_, c)) => value_of(&c.new, key),
+            None => value_of(&current(state, entity), key),
+        }
+    };
+    let mut sum = base_sum as i128;
+    for (_, c) in candidates {
+        if let Entity::UserClient(u, EntityName::Named(_)) = &c.entity {
+            if u == user {
+                sum += value_of(&c.new, key).unwrap_or(0.0) as i128;
+                sum -= value_of(&c.old, key).unwrap_or(0.0) as i128;
+            }
+        }
+    }
+    Group {
+        total: after(&total_entity),
+        sum,
+        default_sub: after(&default_entity),
+    }
+}
+
+/// Prints a number as quota values print.
+struct Num(f64);
+
+impl std::fmt::Display for Num {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        format_value(self.0, f)
+    }
+}
+
+/// Applies validated changes to `state` (path-copying what they touch).
+pub(crate) fn apply(state: &mut State, changes: &[Change]) {
+    use state::{CLIENT, DEFAULT_USER_CLIENT, ONLY, USER, USER_DEFAULT_CLIENT};
+    use EntityName::{Default as D, Named as N};
+    for change in changes {
+        let was = !change.old.is_empty();
+        let is = !change.new.is_empty();
+        state.entity_count = state.entity_count + usize::from(is) - usize::from(was);
+        match &change.entity {
+            Entity::User(N(u)) => update_user(state, u, |n| n.quotas.set_slot(USER, &change.new)),
+            Entity::UserClient(N(u), D) => update_user(state, u, |n| {
+                n.quotas.set_slot(USER_DEFAULT_CLIENT, &change.new)
+            }),
+            Entity::UserClient(N(u), N(c)) => update_user(state, u, |n| {
+                let clients = n.clients.get_or_insert_with(|| {
+                    Box::new(UserClients {
+                        map: new_map(),
+                        sums: [0; 4],
+                    })
+                });
+                adjust_sums(&mut clients.sums, change);
+                update_node(&mut clients.map, c, |q| q.set_slot(ONLY, &change.new));
+                if clients.map.is_empty() {
+                    n.clients = None;
+                }
+            }),
+            Entity::User(D) => state.default_user.set_slot(USER, &change.new),
+            Entity::UserClient(D, D) => state
+                .default_user
+                .set_slot(USER_DEFAULT_CLIENT, &change.new),
+            Entity::UserClient(D, N(c)) => {
+                adjust_sums(&mut state.default_user_sums, change);
+                update_node(&mut state.clients, c, |q| {
+                    q.set_slot(DEFAULT_USER_CLIENT, &change.new)
+                });
+            }
+            Entity::ClientId(N(c)) => {
+                update_node(&mut state.clients, c, |q| q.set_slot(CLIENT, &change.new))
+            }
+            Entity::ClientId(D) => state.default_client.set_slot(ONLY, &change.new),
+            Entity::Ip(N(ip)) => update_node(&mut state.ips, ip, |q| q.set_slot(ONLY, &change.new)),
+            Entity::Ip(D) => state.default_ip.set_slot(ONLY, &change.new),
+        }
+    }
+}
+
+/// Moves a user node's sub-quota sums from a change's old values to its new ones.
+fn adjust_sums(sums: &mut state::SubSums, change: &Change) {
+    for (s, key) in QuotaKey::SUB_QUOTA_KEYS.iter().enumerate() {
+        // Byte-rate values are validated whole numbers that fit an i64, so these casts are exact.
+        let old = value_of(&change.old, *key).unwrap_or(0.0) as u128;
+        let new = value_of(&change.new, *key).unwrap_or(0.0) as u128;
+        sums[s] = sums[s] - old + new;
+    }
+}
+
+/// Edits (creating if needed) the node at `name`, dropping it if it ends up empty.
+fn update_node(map: &mut state::Map<NodeQuotas>, name: &Name, f: impl FnOnce(&mut NodeQuotas)) {
+    let mut node = map.get(name.as_str()).cloned().unwrap_or_default();
+    f(&mut node);
+    if node.is_empty() {
+        map.remove_mut(name.as_str());
+    } else {
+        map.insert_mut(name.clone(), node);
+    }
+}
+
+/// Edits (creating if needed) a user's node, dropping it if it ends up empty.
+fn update_user(state: &mut State, user: &Name, f: impl FnOnce(&mut UserNode)) {
+    let mut node = state.users.get(user.as_str()).cloned().unwrap_or_default();
+    f(&mut node);
+    if node.quotas.is_empty() && node.clients.is_none() {
+        state.users.remove_mut(user.as_str());
+    } else {
+        state.users.insert_mut(user.clone(), node);
+    }
+}

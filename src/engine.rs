@@ -1,0 +1,259 @@
+//! The engine: one shared configuration that many threads resolve against while alterations commit.
+//!
+//! Readers load the current immutable snapshot (an `arc-swap` load, no lock) and never wait for
+//! writers. Writers are serialized by a mutex, build the next snapshot by path-copying only what a batch
+//! changes, and publish it with one atomic swap, so a batch becomes visible all at once.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::{Mutex, RwLock};
+
+use crate::alter::{self, AlterResult, Alteration};
+use crate::describe::{self, BrokerView, DescribedQuota, ListFilter, ListedEntity};
+use crate::notify::ChangeNotification;
+use crate::resolve::{self, ClientArg, IpQuota, Resolved};
+use crate::state::State;
+
+/// How sub-quotas of a user's clients relate to the user's total.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SubQuotaPolicy {
+    /// The seeds' design (KIP-55): a user's named client sub-quotas may not exceed its total, and the
+    /// clients that fall back to the user's total share what the sub-quotas leave of it.
+    #[default]
+    Kip55,
+    /// Apache Kafka's behaviour: sub-quotas are independent, and the user's bucket keeps its full total.
+    Kafka,
+}
+
+impl std::str::FromStr for SubQuotaPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "kip55" => Ok(SubQuotaPolicy::Kip55),
+            "kafka" => Ok(SubQuotaPolicy::Kafka),
+            _ => Err(format!(
+                "unknown sub-quota policy '{s}' (expected kip55 or kafka)"
+            )),
+        }
+    }
+}
+
+/// A subscriber to change notifications.
+pub type Subscriber = Arc<dyn Fn(&[ChangeNotification]) + Send + Sync>;
+
+/// Builds an [`Engine`].
+#[derive(Clone, Debug, Default)]
+pub struct EngineBuilder {
+    policy: SubQuotaPolicy,
+    broker_count: Option<u32>,
+    producer_capacity: Option<f64>,
+    consumer_capacity: Option<f64>,
+}
+
+impl EngineBuilder {
+    /// The sub-quota policy (default [`SubQuotaPolicy::Kip55`]).
+    pub fn policy(mut self, policy: SubQuotaPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The live broker count that `bps` quotas divide by (default 1; changeable later).
+    pub fn broker_count(mut self, count: u32) -> Self {
+        self.broker_count = Some(count);
+        self
+    }
+
+    /// This broker's `producer_byte_rate` capacity in bytes/s, split among `shares` quotas.
+    pub fn producer_capacity(mut self, bytes_per_sec: f64) -> Self {
+        self.producer_capacity = Some(bytes_per_sec);
+        self
+    }
+
+    /// This broker's `consumer_byte_rate` capacity in bytes/s, split among `shares` quotas.
+    pub fn consumer_capacity(mut self, bytes_per_sec: f64) -> Self {
+        self.consumer_capacity = Some(bytes_per_sec);
+        self
+    }
+
+    /// Checks the settings and builds the engine, empty.
+    pub fn build(self) -> Result<Engine, String> {
+        if self.broker_count == Some(0) {
+            return Err("broker count must be at least 1".into());
+        }
+        for (name, cap) in [
+            ("producer", self.producer_capacity),
+            ("consumer", self.consumer_capacity),
+        ] {
+            if let Some(c) = cap {
+                if !(c.is_finite() && c > 0.0) {
+                    return Err(format!(
+                        "{name} capacity must be finite and greater than 0, got {c}"
+                    ));
+                }
+            }
+        }
+        Ok(Engine {
+            state: ArcSwap::from_pointee(State::default()),
+            writer: Mutex::new(()),
+            policy: self.policy,
+            broker_count: AtomicU32::new(self.broker_count.unwrap_or(1)),
+            producer_capacity: self.producer_capacity,
+            consumer_capacity: self.consumer_capacity,
+            subscribers: RwLock::new(Vec::new()),
+            commits: AtomicU64::new(0),
+        })
+    }
+}
+
+/// The quota engine. Share it between threads with an `Arc`; every method takes `&self`.
+pub struct Engine {
+    state: ArcSwap<State>,
+    /// Serializes writers; readers never touch it.
+    writer: Mutex<()>,
+    policy: SubQuotaPolicy,
+    broker_count: AtomicU32,
+    producer_capacity: Option<f64>,
+    consumer_capacity: Option<f64>,
+    subscribers: RwLock<Vec<Subscriber>>,
+    commits: AtomicU64,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::new()
+    }
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("policy", &self.policy)
+            .field("entities", &self.entity_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An empty engine with the default settings (`kip55`, one broker, no share capacities).
+    pub fn new() -> Engine {
+        Engine::builder().build().expect("the defaults are valid")
+    }
+
+    /// A builder for non-default settings.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    /// The sub-quota policy the engine was built with.
+    pub fn policy(&self) -> SubQuotaPolicy {
+        self.policy
+    }
+
+    /// The effective quotas of a connection, for the hot path: no allocation, no lock, and a cost that
+    /// does not grow with the number of configured entities. An empty `client_id` matches no client-id
+    /// level.
+    #[inline]
+    pub fn resolve(&self, user: &str, client_id: &str) -> Resolved {
+        let state = self.state.load();
+        resolve::resolve(
+            &state,
+            self.policy == SubQuotaPolicy::Kip55,
+            Some(user),
+            ClientArg::from_client_id(client_id),
+        )
+    }
+
+    /// The effective `connection_creation_rate` of an IP, or `None` if unlimited.
+    #[inline]
+    pub fn resolve_ip(&self, ip: &str) -> Option<IpQuota> {
+        resolve::resolve_ip(&self.state.load(), ip)
+    }
+
+    /// Describes a connection's effective quotas with provenance and, if asked, the overridden entries.
+    /// `None` for a name means "a name with no entry of its own": only defaults apply for that type.
+    pub fn describe(
+        &self,
+        user: Option<&str>,
+        client_id: Option<&str>,
+        include_overrides: bool,
+    ) -> Vec<DescribedQuota> {
+        describe::describe(
+            &self.state.load(),
+            self.policy == SubQuotaPolicy::Kip55,
+            &self.broker_view(),
+            user,
+            client_id,
+            include_overrides,
+        )
+    }
+
+    /// Lists the configured entities that pass `filter`.
+    pub fn list(&self, filter: &ListFilter) -> Vec<ListedEntity> {
+        describe::list(&self.state.load(), filter)
+    }
+
+    /// Validates a batch and, unless `validate_only`, commits every valid alteration at once. Returns
+    /// one result per alteration, in order. Subscribers hear of the changed entities after the commit
+    /// is visible.
+    pub fn alter(&self, batch: &[Alteration], validate_only: bool) -> Vec<AlterResult> {
+        let (results, notes) = {
+            let _writer = self.writer.lock();
+            let current = self.state.load_full();
+            let plan = alter::plan(&current, batch, self.policy);
+            if validate_only || plan.changes.is_empty() {
+                (plan.results, Vec::new())
+            } else {
+                let mut next = State::clone(&current);
+                alter::apply(&mut next, &plan.changes);
+                self.state.store(Arc::new(next));
+                let seq = self.commits.fetch_add(1, Ordering::SeqCst) + 1;
+                let notes = plan
+                    .changes
+                    .iter()
+                    .map(|c| ChangeNotification {
+                        seq,
+                        entity: c.entity.clone(),
+                    })
+                    .collect();
+                (plan.results, notes)
+            }
+        };
+        if !notes.is_empty() {
+            // Outside the writer lock: a slow subscriber delays only its own delivery.
+            let subscribers = self.subscribers.read().clone();
+            for subscriber in &subscribers {
+                subscriber(&notes);
+            }
+        }
+        results
+    }
+
+    /// Registers `f` to hear of every later commit: one call per commit, with one notification per
+    /// changed entity. Commits carry increasing `seq` numbers, so a subscriber can order deliveries that
+    /// race between threads.
+    pub fn subscribe(&self, f: impl Fn(&[ChangeNotification]) + Send + Sync + 'static) {
+        self.subscribers.write().push(Arc::new(f));
+    }
+
+    /// How many entities have at least one quota configured.
+    pub fn entity_count(&self) -> usize {
+        self.state.load().entity_count
+    }
+
+    /// Sets the live broker count that `bps` quotas divide by (values below 1 count as 1).
+    pub fn set_broker_count(&self, count: u32) {
+        self.broker_count.store(count.max(1), Ordering::Relaxed);
+    }
+
+    /// What the engine knows about the cluster, for unit conversion.
+    pub fn broker_view(&self) -> BrokerView {
+        BrokerView {
+            broker_count: self.broker_count.load(Ordering::Relaxed).max(1),
+            producer_capacity: self.producer_capacity,
+            consumer_capacity: self.consumer_capacity,
+        }
+    }
+}

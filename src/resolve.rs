@@ -1,0 +1,347 @@
+//! Precedence resolution: which configured quota applies to a connection, key by key.
+//!
+//! | level | entity | bucket |
+//! | --- | --- | --- |
+//! | 1 | `{user=u, client-id=c}` | (u, c) |
+//! | 2 | `{user=u, client-id=<default>}` | (u, c) |
+//! | 3 | `{user=u}` | (u, —) |
+//! | 4 | `{user=<default>, client-id=c}` | (u, c) |
+//! | 5 | `{user=<default>, client-id=<default>}` | (u, c) |
+//! | 6 | `{user=<default>}` | (u, —) |
+//! | 7 | `{client-id=c}` | (—, c) |
+//! | 8 | `{client-id=<default>}` | (—, c) |
+
+use std::fmt;
+
+use crate::entity::{Entity, EntityName, Name};
+use crate::key::QuotaKey;
+use crate::state::{self, KeyMask, NodeQuotas, State, UserNode};
+
+/// A precedence level of (user, client-id) resolution; level 1 is the most specific.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Level {
+    /// 1: `{user=u, client-id=c}`.
+    UserClient = 1,
+    /// 2: `{user=u, client-id=<default>}`.
+    UserDefaultClient = 2,
+    /// 3: `{user=u}`.
+    User = 3,
+    /// 4: `{user=<default>, client-id=c}`.
+    DefaultUserClient = 4,
+    /// 5: `{user=<default>, client-id=<default>}`.
+    DefaultUserDefaultClient = 5,
+    /// 6: `{user=<default>}`.
+    DefaultUser = 6,
+    /// 7: `{client-id=c}`.
+    ClientId = 7,
+    /// 8: `{client-id=<default>}`.
+    DefaultClientId = 8,
+}
+
+impl Level {
+    /// All levels, most specific first.
+    pub const ALL: [Level; 8] = [
+        Level::UserClient,
+        Level::UserDefaultClient,
+        Level::User,
+        Level::DefaultUserClient,
+        Level::DefaultUserDefaultClient,
+        Level::DefaultUser,
+        Level::ClientId,
+        Level::DefaultClientId,
+    ];
+
+    /// The level's number, 1 to 8.
+    pub fn number(self) -> u8 {
+        self as u8
+    }
+
+    /// Who shares one rate when a quota comes from this level.
+    pub fn bucket_scope(self) -> BucketScope {
+        match self {
+            Level::UserClient
+            | Level::UserDefaultClient
+            | Level::DefaultUserClient
+            | Level::DefaultUserDefaultClient => BucketScope::UserClient,
+            Level::User | Level::DefaultUser => BucketScope::User,
+            Level::ClientId | Level::DefaultClientId => BucketScope::ClientId,
+        }
+    }
+
+    /// The entity this level stands for, for a connection with the given names (`None`: a name with no
+    /// entry of its own). Returns `None` where the level needs a name the connection does not have.
+    pub fn entity(self, user: Option<&str>, client_id: Option<&str>) -> Option<Entity> {
+        let name = |n: Option<&str>| n.and_then(|n| Name::new(n).ok()).map(EntityName::Named);
+        let d = || EntityName::Default;
+        Some(match self {
+            Level::UserClient => Entity::UserClient(name(user)?, name(client_id)?),
+            Level::UserDefaultClient => Entity::UserClient(name(user)?, d()),
+            Level::User => Entity::User(name(user)?),
+            Level::DefaultUserClient => Entity::UserClient(d(), name(client_id)?),
+            Level::DefaultUserDefaultClient => Entity::UserClient(d(), d()),
+            Level::DefaultUser => Entity::User(d()),
+            Level::ClientId => Entity::ClientId(name(client_id)?),
+            Level::DefaultClientId => Entity::ClientId(d()),
+        })
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.number())
+    }
+}
+
+/// Who shares one metered rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BucketScope {
+    /// One bucket per (user, client-id).
+    UserClient,
+    /// One bucket per user, shared by all of its clients.
+    User,
+    /// One bucket per client-id, shared by every user with that client-id.
+    ClientId,
+}
+
+/// The identity of a bucket: the names that select it (`None` where the scope leaves a name out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BucketId<'a> {
+    /// The user, unless the bucket is shared across users.
+    pub user: Option<&'a str>,
+    /// The client-id, unless the bucket is shared by all of a user's clients.
+    pub client_id: Option<&'a str>,
+}
+
+impl BucketScope {
+    /// The bucket of the connection `(user, client_id)` under this scope.
+    pub fn bucket<'a>(self, user: &'a str, client_id: &'a str) -> BucketId<'a> {
+        match self {
+            BucketScope::UserClient => BucketId {
+                user: Some(user),
+                client_id: Some(client_id),
+            },
+            BucketScope::User => BucketId {
+                user: Some(user),
+                client_id: None,
+            },
+            BucketScope::ClientId => BucketId {
+                user: None,
+                client_id: Some(client_id),
+            },
+        }
+    }
+}
+
+/// One effective quota of a connection.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Quota {
+    /// The key (type and unit).
+    pub key: QuotaKey,
+    /// The limit in the key's unit. Under the `kip55` policy a rate key from level 3 or 6 gives the
+    /// remainder (total − the user's named sub-quotas), which may be 0.
+    pub limit: f64,
+    /// Where it came from.
+    pub level: Level,
+}
+
+impl Quota {
+    /// Who shares this quota's rate.
+    pub fn bucket_scope(&self) -> BucketScope {
+        self.level.bucket_scope()
+    }
+}
+
+const CLIENT_KEYS: KeyMask = (1 << QuotaKey::CLIENT_COUNT) - 1;
+
+/// The effective quotas of one (user, client-id): at most one per key. A plain value, no allocation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Resolved {
+    mask: KeyMask,
+    limits: [f64; QuotaKey::CLIENT_COUNT],
+    levels: [Level; QuotaKey::CLIENT_COUNT],
+}
+
+impl Resolved {
+    const EMPTY: Resolved = Resolved {
+        mask: 0,
+        limits: [0.0; QuotaKey::CLIENT_COUNT],
+        levels: [Level::UserClient; QuotaKey::CLIENT_COUNT],
+    };
+
+    /// The effective quota for `key`, or `None` if no level configures it (unlimited).
+    #[inline]
+    pub fn get(&self, key: QuotaKey) -> Option<Quota> {
+        let i = key.index();
+        (i < QuotaKey::CLIENT_COUNT && self.mask & (1 << i) != 0).then(|| Quota {
+            key,
+            limit: self.limits[i],
+            level: self.levels[i],
+        })
+    }
+
+    /// Every effective quota, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = Quota> + '_ {
+        QuotaKey::client_keys().filter_map(|k| self.get(k))
+    }
+
+    /// Whether nothing limits this connection.
+    pub fn is_empty(&self) -> bool {
+        self.mask == 0
+    }
+}
+
+/// The client-id half of a lookup.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ClientArg<'a> {
+    /// A client-id; its own entries and the defaults apply.
+    Named(&'a str),
+    /// A name with no entry of its own: only defaults apply.
+    Unnamed,
+    /// The empty client-id: no client-id level applies (Kafka's rule).
+    Empty,
+}
+
+impl<'a> ClientArg<'a> {
+    /// The hot path's view of a client-id.
+    pub(crate) fn from_client_id(client_id: &'a str) -> Self {
+        if client_id.is_empty() {
+            ClientArg::Empty
+        } else {
+            ClientArg::Named(client_id)
+        }
+    }
+}
+
+/// The configured quotas at each level for one connection.
+pub(crate) struct Sources<'s> {
+    /// Per level (index `level - 1`), the node and slot holding that level's entity, if configured.
+    pub(crate) levels: [Option<(&'s NodeQuotas, usize)>; 8],
+    /// The named user's node, for its sub-quota sums.
+    pub(crate) user_node: Option<&'s UserNode>,
+}
+
+impl<'s> Sources<'s> {
+    /// Finds every level's node: at most three map lookups (user, the user's client, the client-id).
+    #[inline]
+    pub(crate) fn find(state: &'s State, user: Option<&str>, client: ClientArg<'_>) -> Sources<'s> {
+        let user_node = match user {
+            Some(u) if !state.users.is_empty() => state.users.get(u),
+            _ => None,
+        };
+        let named_client = match client {
+            ClientArg::Named(c) => Some(c),
+            _ => None,
+        };
+        let has_client = !matches!(client, ClientArg::Empty);
+        let client_node = match named_client {
+            Some(c) if !state.clients.is_empty() => state.clients.get(c),
+            _ => None,
+        };
+        let user_client = match (user_node.and_then(|n| n.clients.as_deref()), named_client) {
+            (Some(clients), Some(c)) => clients.map.get(c),
+            _ => None,
+        };
+        use crate::state::{CLIENT, DEFAULT_USER_CLIENT, ONLY, USER, USER_DEFAULT_CLIENT};
+        let when = |cond: bool, q: Option<&'s NodeQuotas>, slot| {
+            q.filter(|q| cond && q.mask(slot) != 0).map(|q| (q, slot))
+        };
+        let user_quotas = user_node.map(|n| &n.quotas);
+        Sources {
+            levels: [
+                when(true, user_client, ONLY),
+                when(has_client, user_quotas, USER_DEFAULT_CLIENT),
+                when(true, user_quotas, USER),
+                when(true, client_node, DEFAULT_USER_CLIENT),
+                when(has_client, Some(&state.default_user), USER_DEFAULT_CLIENT),
+                when(true, Some(&state.default_user), USER),
+                when(true, client_node, CLIENT),
+                when(has_client, Some(&state.default_client), ONLY),
+            ],
+            user_node,
+        }
+    }
+
+    /// The sub-quota sums that bound a level-3 or level-6 total.
+    pub(crate) fn sums(&self, state: &State, level: Level) -> state::SubSums {
+        match level {
+            Level::User => self
+                .user_node
+                .and_then(|n| n.clients.as_deref())
+                .map_or([0; 4], |c| c.sums),
+            Level::DefaultUser => state.default_user_sums,
+            _ => [0; 4],
+        }
+    }
+}
+
+/// Resolves every key for one connection; see the module docs for the precedence.
+#[inline]
+pub(crate) fn resolve(
+    state: &State,
+    kip55: bool,
+    user: Option<&str>,
+    client: ClientArg<'_>,
+) -> Resolved {
+    let sources = Sources::find(state, user, client);
+    let mut out = Resolved::EMPTY;
+    let mut remaining = CLIENT_KEYS;
+    for (i, source) in sources.levels.iter().enumerate() {
+        let Some((quotas, slot)) = *source else {
+            continue;
+        };
+        let mut found = quotas.mask(slot) & remaining;
+        remaining &= !found;
+        while found != 0 {
+            let k = found.trailing_zeros() as usize;
+            found &= found - 1;
+            out.limits[k] = quotas.get(slot, k).unwrap_or(0.0);
+            out.levels[k] = Level::ALL[i];
+        }
+        if remaining == 0 {
+            break;
+        }
+    }
+    out.mask = CLIENT_KEYS & !remaining;
+    if kip55 {
+        for (s, key) in QuotaKey::SUB_QUOTA_KEYS.iter().enumerate() {
+            let k = key.index();
+            if out.mask & (1 << k) == 0 {
+                continue;
+            }
+            let level = out.levels[k];
+            if matches!(level, Level::User | Level::DefaultUser) {
+                let sum = sources.sums(state, level)[s];
+                if sum > 0 {
+                    out.limits[k] = state::remainder(out.limits[k], sum);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The effective `connection_creation_rate` of one IP.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IpQuota {
+    /// Connections per second.
+    pub limit: f64,
+    /// Whether it came from `{ip=<default>}` rather than the IP's own entity.
+    pub from_default: bool,
+}
+
+/// Resolves the connection-creation quota of `ip`: `{ip=x}`, then `{ip=<default>}`.
+#[inline]
+pub(crate) fn resolve_ip(state: &State, ip: &str) -> Option<IpQuota> {
+    let k = QuotaKey::CONNECTION_CREATION_RATE.index();
+    if let Some(limit) = state.ips.get(ip).and_then(|q| q.get(state::ONLY, k)) {
+        return Some(IpQuota {
+            limit,
+            from_default: false,
+        });
+    }
+    state.default_ip.get(state::ONLY, k).map(|limit| IpQuota {
+        limit,
+        from_default: true,
+    })
+}
