@@ -5,17 +5,17 @@
 use kquota::{Alteration, Engine, Entity, EntityName};
 
 /// A named entity component.
-pub fn n(s: &str) -> EntityName {
+pub(crate) fn n(s: &str) -> EntityName {
     EntityName::named(s).expect("non-empty name")
 }
 
 /// The default entity component.
-pub fn d() -> EntityName {
+pub(crate) fn d() -> EntityName {
     EntityName::Default
 }
 
 /// Applies a batch and panics with the first error.
-pub fn alter_ok(engine: &Engine, batch: &[Alteration]) {
+pub(crate) fn alter_ok(engine: &Engine, batch: &[Alteration]) {
     for r in engine.alter(batch, false) {
         if let Some(e) = r.error {
             panic!("alteration of {:?} failed: {e}", r.entity);
@@ -24,6 +24,6 @@ pub fn alter_ok(engine: &Engine, batch: &[Alteration]) {
 }
 
 /// `{user=u, client-id=c}` with named components.
-pub fn uc(u: &str, c: &str) -> Entity {
+pub(crate) fn uc(u: &str, c: &str) -> Entity {
     Entity::UserClient(n(u), n(c))
 }
