@@ -114,18 +114,16 @@ pub(crate) struct Plan {
 /// Validates `batch` against `state` without changing it.
 pub(crate) fn plan(state: &State, batch: &[Alteration], policy: SubQuotaPolicy) -> Plan {
     let mut errors: Vec<Option<ApiError>> = vec![None; batch.len()];
-    // Kafka answers every copy of a repeated entity with one error.
+    // Every copy of a repeated entity is refused (Kafka keeps the first copy's changes but reports an
+    // error for it; we apply nothing that we report as failed).
     let mut seen: HashMap<Vec<EntityPart>, usize> = HashMap::new();
     for (i, alteration) in batch.iter().enumerate() {
         let mut key = alteration.entity.clone();
         key.sort();
         if let Some(&first) = seen.get(&key) {
-            let msg = format!(
-                "Ignoring duplicate entity {}",
-                describe_parts(&alteration.entity)
-            );
-            errors[first] = Some(ApiError::invalid_request(msg.clone()));
-            errors[i] = Some(ApiError::invalid_request(msg));
+            let error = duplicate_entity(&alteration.entity);
+            errors[first] = Some(error.clone());
+            errors[i] = Some(error);
         } else {
             seen.insert(key, i);
         }
@@ -159,32 +157,92 @@ pub(crate) fn plan(state: &State, batch: &[Alteration], policy: SubQuotaPolicy) 
     Plan { results, changes }
 }
 
-/// Prints raw parts the way Kafka prints a `ClientQuotaEntity`.
-fn describe_parts(parts: &[EntityPart]) -> String {
-    let inner: Vec<String> = parts
-        .iter()
-        .map(|p| format!("{}={}", p.entity_type, p.name.as_deref().unwrap_or("null")))
+/// Kafka's answer to an entity named twice, or to a key named twice within one entity.
+fn duplicate_entity(parts: &[EntityPart]) -> ApiError {
+    ApiError::invalid_request(format!(
+        "Ignoring duplicate entity {}",
+        java_entity_string(parts)
+    ))
+}
+
+/// Prints raw parts as Kafka prints a `ClientQuotaEntity`: `ClientQuotaEntity(entries={client-id=c,
+/// user=u})`, in Java `HashMap` order, `null` for the default.
+fn java_entity_string(parts: &[EntityPart]) -> String {
+    let types: Vec<&str> = parts.iter().map(|p| p.entity_type.as_str()).collect();
+    let inner: Vec<String> = java_map_order(&types)
+        .into_iter()
+        .map(|i| {
+            let p = &parts[i];
+            format!("{}={}", p.entity_type, p.name.as_deref().unwrap_or("null"))
+        })
         .collect();
     format!("ClientQuotaEntity(entries={{{}}})", inner.join(", "))
 }
 
+/// The order in which a Java `HashMap<String, _>` created with capacity `keys.len()` iterates after
+/// `put`ting `keys` in order. Returns, per distinct key, the index of its last `put` (later puts replace
+/// the value but keep the position). Kafka's error precedence and entity printing follow this order.
+fn java_map_order(keys: &[&str]) -> Vec<usize> {
+    fn java_hash(s: &str) -> u32 {
+        let h = s
+            .encode_utf16()
+            .fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(unit as i32))
+            as u32;
+        h ^ (h >> 16)
+    }
+    // HashMap(n) starts at the next power of two >= n and doubles whenever size > 0.75 × capacity.
+    let mut capacity = keys.len().max(1).next_power_of_two();
+    let mut distinct: Vec<(&str, usize)> = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        match distinct.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = i,
+            None => {
+                distinct.push((key, i));
+                while distinct.len() > capacity * 3 / 4 {
+                    capacity *= 2;
+                }
+            }
+        }
+    }
+    let mask = capacity as u32 - 1;
+    // A stable sort keeps insertion order within a bucket, as Java's chained buckets do.
+    distinct.sort_by_key(|(k, _)| java_hash(k) & mask);
+    distinct.into_iter().map(|(_, i)| i).collect()
+}
+
 /// Checks one alteration in Kafka's order and computes its change.
 fn validate(state: &State, alteration: &Alteration) -> Result<Change, ApiError> {
-    let entity = validate_entity(&alteration.entity)?;
-    let mut ops: Vec<(QuotaKey, Option<f64>)> = Vec::with_capacity(alteration.ops.len());
+    // Kafka first folds the ops into a map; a key named twice fails the whole entity.
+    let mut normalized: Vec<Result<QuotaKey, &str>> = Vec::with_capacity(alteration.ops.len());
     for op in &alteration.ops {
-        let key = parse_key(&op.key, &entity)?;
-        if ops.iter().any(|(k, _)| *k == key) {
-            return Err(ApiError::invalid_request(format!(
-                "Duplicate quota key {} not updating quota for this entity {}",
-                op.key,
-                describe_parts(&alteration.entity)
-            )));
+        let key = op.key.parse::<QuotaKey>().map_err(|_| op.key.as_str());
+        let repeated = normalized
+            .iter()
+            .zip(&alteration.ops)
+            .any(|(k, o)| o.key == op.key || matches!((k, &key), (Ok(a), Ok(b)) if a == b));
+        if repeated {
+            return Err(duplicate_entity(&alteration.entity));
         }
-        if let Some(value) = op.value {
-            validate_value(key, &op.key, value)?;
+        normalized.push(key);
+    }
+    let entity = validate_entity(&alteration.entity)?;
+    let op_keys: Vec<&str> = alteration.ops.iter().map(|o| o.key.as_str()).collect();
+    let mut ops: Vec<(QuotaKey, Option<f64>)> = Vec::with_capacity(alteration.ops.len());
+    for i in java_map_order(&op_keys) {
+        let op = &alteration.ops[i];
+        match op.value {
+            // Removing a key that cannot be set is a no-op, as in Kafka.
+            None => {
+                if let Ok(key) = normalized[i] {
+                    ops.push((key, None));
+                }
+            }
+            Some(value) => {
+                let key = parse_key(&op.key, &entity)?;
+                validate_value(key, &op.key, value)?;
+                ops.push((key, Some(value)));
+            }
         }
-        ops.push((key, op.value));
     }
     let old = current(state, &entity);
     let mut new = old.clone();
@@ -198,7 +256,7 @@ fn validate(state: &State, alteration: &Alteration) -> Result<Change, ApiError> 
     Ok(Change { entity, old, new })
 }
 
-/// Turns raw parts into an entity, with Kafka's messages for every bad shape.
+/// Turns raw parts into an entity, with Kafka's messages for every bad shape, checked in Kafka's order.
 fn validate_entity(parts: &[EntityPart]) -> Result<Entity, ApiError> {
     if parts.is_empty() {
         return Err(ApiError::invalid_request(
@@ -206,34 +264,40 @@ fn validate_entity(parts: &[EntityPart]) -> Result<Entity, ApiError> {
         ));
     }
     let mut typed: Vec<(EntityType, EntityName)> = Vec::with_capacity(parts.len());
-    for part in parts {
+    let types: Vec<&str> = parts.iter().map(|p| p.entity_type.as_str()).collect();
+    if let Some(dup) = types
+        .iter()
+        .enumerate()
+        .find(|(i, t)| types[..*i].contains(t))
+    {
+        // Kafka's wire parsing folds repeated types into a map before this check can see them; a library
+        // caller gets Kafka's message for the case.
+        return Err(ApiError::invalid_request(format!(
+            "Invalid client quota entity, duplicate entity entry {}",
+            dup.1
+        )));
+    }
+    for i in java_map_order(&types) {
+        let part = &parts[i];
         let ty: EntityType = part.entity_type.parse().map_err(|_| {
             ApiError::invalid_request(format!(
                 "Unhandled client quota entity type: {}",
                 part.entity_type
             ))
         })?;
-        if typed.iter().any(|(t, _)| *t == ty) {
-            return Err(ApiError::invalid_request(format!(
-                "Duplicate {} entity type in client quota entity",
-                ty
-            )));
-        }
         let name = match part.name.as_deref() {
             None => EntityName::Default,
             Some(n) => EntityName::named(n).map_err(|_: ParseError| {
-                ApiError::invalid_request(format!(
-                    "Empty {} entity name in client quota entity",
-                    ty
-                ))
+                ApiError::invalid_request(format!("Empty {} not supported", part.entity_type))
             })?,
         };
         typed.push((ty, name));
     }
     let has = |t| typed.iter().any(|(ty, _)| *ty == t);
     if has(EntityType::Ip) && typed.len() > 1 {
+        // Kafka's message, missing space included.
         return Err(ApiError::invalid_request(
-            "Invalid quota entity combination, IP entity should not be combined with User or ClientId entities.",
+            "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId",
         ));
     }
     if let Some((_, EntityName::Named(ip))) = typed.iter().find(|(t, _)| *t == EntityType::Ip) {
@@ -286,9 +350,10 @@ fn validate_value(key: QuotaKey, text: &str, value: f64) -> Result<(), ApiError>
             ))
         })
     };
+    // Kafka's test: `Math.abs(value % 1.0) > 1e-6` (so 5.0000001 passes and 4.9999999 does not).
     let integral = || {
-        (value - value.floor() > 1e-16)
-            .then(|| ApiError::invalid_request(format!("Quota {text} must be an integer.")))
+        ((value % 1.0).abs() > 1e-6)
+            .then(|| ApiError::invalid_request(format!("{text} cannot be a fractional value.")))
     };
     let kafka_error = match kind {
         ValueKind::Long => too_large(i64::MAX as f64, "a LONG").or_else(integral),
@@ -562,5 +627,49 @@ fn update_user(state: &mut State, user: &Name, f: impl FnOnce(&mut UserNode)) {
         state.users.remove_mut(user.as_str());
     } else {
         state.users.insert_mut(user.clone(), node);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_order_of_entity_types() {
+        // Verified against Java 17: {user, client-id} iterates client-id first, whatever the put order.
+        assert_eq!(java_map_order(&["user", "client-id"]), vec![1, 0]);
+        assert_eq!(java_map_order(&["client-id", "user"]), vec![0, 1]);
+        assert_eq!(java_map_order(&["client-id", "user", "ip"]), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn java_order_of_quota_keys() {
+        let p = "producer_byte_rate";
+        let c = "consumer_byte_rate";
+        let r = "request_percentage";
+        let m = "controller_mutation_rate";
+        assert_eq!(java_map_order(&[p, c]), vec![1, 0]);
+        assert_eq!(java_map_order(&[p, c, r]), vec![1, 0, 2]);
+        assert_eq!(java_map_order(&[p, c, m, r]), vec![0, 1, 2, 3]);
+        // Kafka reports `Invalid configuration key aaa` for ops zzz, aaa.
+        assert_eq!(java_map_order(&["zzz", "aaa"]), vec![1, 0]);
+    }
+
+    #[test]
+    fn java_entity_printing() {
+        let parts = vec![
+            EntityPart {
+                entity_type: "user".into(),
+                name: Some("alice".into()),
+            },
+            EntityPart {
+                entity_type: "client-id".into(),
+                name: None,
+            },
+        ];
+        assert_eq!(
+            java_entity_string(&parts),
+            "ClientQuotaEntity(entries={client-id=null, user=alice})"
+        );
     }
 }
