@@ -81,9 +81,9 @@ impl NodeQuotas {
     /// The configured `(key, value)` pairs of `slot`, by key index.
     pub(crate) fn entries(&self, slot: usize) -> impl Iterator<Item = (QuotaKey, f64)> + '_ {
         let mask = self.masks[slot];
-        QuotaKey::all().filter_map(move |k| {
-            (mask & (1 << k.index()) != 0).then(|| (k, self.get(slot, k.index()).unwrap_or(0.0)))
-        })
+        QuotaKey::all()
+            .filter(move |k| mask & (1 << k.index()) != 0)
+            .map(move |k| (k, self.get(slot, k.index()).unwrap_or(0.0)))
     }
 
     /// Replaces the contents of `slot` with `entries` (key indices, ascending, each once).
