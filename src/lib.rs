@@ -84,6 +84,7 @@ mod notify;
 mod resolve;
 mod state;
 mod text;
+pub mod wire;
 
 pub use alter::{AlterResult, Alteration, EntityPart, Op};
 pub use describe::{

@@ -1,0 +1,1 @@
+//! The Kafka wire protocol: quota admin API handlers any broker can link.
