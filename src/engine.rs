@@ -238,6 +238,13 @@ impl Engine {
         self.subscribers.write().push(Arc::new(f));
     }
 
+    /// The number of commits so far. It changes (after the new state is visible) whenever an alteration
+    /// changes something, so a host that caches [`Resolved`] values re-resolves when it moves.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.commits.load(Ordering::Acquire)
+    }
+
     /// How many entities have at least one quota configured.
     pub fn entity_count(&self) -> usize {
         self.state.load().entity_count

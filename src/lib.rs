@@ -80,6 +80,7 @@ mod engine;
 mod entity;
 mod error;
 mod key;
+pub mod meter;
 mod notify;
 mod resolve;
 mod state;

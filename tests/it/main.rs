@@ -3,6 +3,8 @@
 mod common;
 mod concurrency;
 mod golden;
+mod metering;
 mod notifications;
+mod oracle;
 mod properties;
 mod validation;

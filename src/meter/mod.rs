@@ -1,0 +1,667 @@
+//! Metering and throttling on the hot path, with Kafka's rate semantics.
+//!
+//! A broker builds one [`Meter`] over its [`Engine`], opens a [`ClientMeter`] per connection (or per
+//! request), and records every request's bytes, handler time or mutations into it. Each call returns a
+//! [`Throttle`]: how long to throttle the client, and which key and bucket caused it.
+//!
+//! Buckets are shared exactly as the precedence table's bucket column says: a quota from `{user=u}` is one
+//! bucket for all of u's clients, one from `{client-id=c}` one bucket for every user of c, the rest one per
+//! (user, client-id). A [`ClientMeter`] resolves once and keeps its buckets, so a request costs a few
+//! atomic loads and one short per-bucket lock; when the engine's configuration changes it re-resolves on
+//! its next request.
+
+mod clock;
+mod rate;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use parking_lot::Mutex;
+
+use crate::engine::Engine;
+use crate::key::{QuotaKey, QuotaType, Unit};
+use crate::resolve::{BucketScope, Level, Resolved};
+use rate::{TokenBucket, Window, WindowedRate};
+
+/// Settings of a [`Meter`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeterConfig {
+    /// Samples in a quota window (Kafka's `quota.window.num`, default 11).
+    pub samples: u32,
+    /// Length of one sample (Kafka's `quota.window.size.seconds`, default 1 s).
+    pub sample_window: Duration,
+    /// Buckets idle this long are dropped (default one hour, as Kafka's sensors expire).
+    pub idle_expiry: Duration,
+    /// The throttle for a bucket whose limit is 0 (a KIP-55 remainder of nothing); default
+    /// `samples × sample_window`.
+    pub max_throttle: Option<Duration>,
+    /// Controller mutations: refuse a request while the bucket is in debt (Kafka's strict mode, used for
+    /// CreateTopics and friends from v6) instead of only throttling after recording (permissive mode).
+    pub strict_mutations: bool,
+}
+
+impl Default for MeterConfig {
+    fn default() -> Self {
+        MeterConfig {
+            samples: 11,
+            sample_window: Duration::from_secs(1),
+            idle_expiry: Duration::from_secs(3600),
+            max_throttle: None,
+            strict_mutations: true,
+        }
+    }
+}
+
+impl MeterConfig {
+    fn window(&self) -> Window {
+        Window {
+            samples: self.samples.max(1) as usize,
+            window_ms: (self.sample_window.as_millis() as u64).max(1),
+        }
+    }
+
+    fn max_throttle_ms(&self) -> u64 {
+        match self.max_throttle {
+            Some(d) => d.as_millis() as u64,
+            None => self.window().samples as u64 * self.window().window_ms,
+        }
+    }
+}
+
+/// Who a bucket belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum BucketOwner {
+    /// One (user, client-id).
+    UserClient(Arc<str>, Arc<str>),
+    /// All clients of one user.
+    User(Arc<str>),
+    /// Every user of one client-id.
+    ClientId(Arc<str>),
+    /// One IP address.
+    Ip(Arc<str>),
+}
+
+impl std::fmt::Display for BucketOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BucketOwner::UserClient(u, c) => write!(f, "(user={u}, client-id={c})"),
+            BucketOwner::User(u) => write!(f, "(user={u})"),
+            BucketOwner::ClientId(c) => write!(f, "(client-id={c})"),
+            BucketOwner::Ip(ip) => write!(f, "(ip={ip})"),
+        }
+    }
+}
+
+/// Why a request is throttled: the key and bucket with the longest throttle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThrottleCause {
+    /// The quota key that was exceeded.
+    pub key: QuotaKey,
+    /// The bucket that exceeded it.
+    pub owner: BucketOwner,
+    /// The precedence level the quota came from (`None` for ip quotas).
+    pub level: Option<Level>,
+}
+
+/// A throttle decision: how long the client must wait, and why. `ms == 0` means no throttle.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Throttle {
+    /// Milliseconds to throttle the client (Kafka's `throttle_time_ms`).
+    pub ms: u64,
+    /// The key and bucket behind the longest throttle, when `ms > 0`.
+    pub cause: Option<ThrottleCause>,
+}
+
+impl Throttle {
+    /// Whether the client must be throttled.
+    pub fn is_throttled(&self) -> bool {
+        self.ms > 0
+    }
+
+    fn keep_longest(&mut self, other: Throttle) {
+        if other.ms > self.ms {
+            *self = other;
+        }
+    }
+}
+
+/// The outcome of recording controller mutations.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MutationDecision {
+    /// Whether the request may proceed. In strict mode a request from a bucket in debt is refused
+    /// (Kafka answers THROTTLING_QUOTA_EXCEEDED) and nothing is recorded.
+    pub accepted: bool,
+    /// The throttle to return to the client.
+    pub throttle: Throttle,
+}
+
+/// The metered state of one bucket.
+#[derive(Debug)]
+enum Measure {
+    Rate(WindowedRate),
+    Tokens(TokenBucket),
+}
+
+/// One shared rate.
+#[derive(Debug)]
+struct Bucket {
+    key: QuotaKey,
+    owner: BucketOwner,
+    level: Option<Level>,
+    measure: Mutex<Measure>,
+    last_ms: AtomicU64,
+    /// Set when the bucket is dropped from the map; holders re-resolve.
+    expired: AtomicBool,
+    /// The latest limit applied (f64 bits), for snapshots.
+    limit_bits: AtomicU64,
+    /// The latest share weight (f64 bits), for `shares` buckets.
+    weight_bits: AtomicU64,
+    recorded_bits: AtomicU64,
+    throttle_ms_total: AtomicU64,
+    throttle_count: AtomicU64,
+}
+
+impl Bucket {
+    fn new(key: QuotaKey, owner: BucketOwner, level: Option<Level>, window: Window) -> Bucket {
+        let measure = if key.quota_type() == QuotaType::ControllerMutationRate {
+            Measure::Tokens(TokenBucket::new())
+        } else {
+            Measure::Rate(WindowedRate::new(window))
+        };
+        Bucket {
+            key,
+            owner,
+            level,
+            measure: Mutex::new(measure),
+            last_ms: AtomicU64::new(0),
+            expired: AtomicBool::new(false),
+            limit_bits: AtomicU64::new(0),
+            weight_bits: AtomicU64::new(0),
+            recorded_bits: AtomicU64::new(0),
+            throttle_ms_total: AtomicU64::new(0),
+            throttle_count: AtomicU64::new(0),
+        }
+    }
+
+    fn cause(&self) -> ThrottleCause {
+        ThrottleCause {
+            key: self.key,
+            owner: self.owner.clone(),
+            level: self.level,
+        }
+    }
+
+    fn note(&self, limit: f64, throttle_ms: u64) {
+        self.limit_bits.store(limit.to_bits(), Ordering::Relaxed);
+        if throttle_ms > 0 {
+            self.throttle_ms_total
+                .fetch_add(throttle_ms, Ordering::Relaxed);
+            self.throttle_count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn add_recorded(&self, value: f64) {
+        // Only read by snapshots; a CAS loop keeps concurrent additions exact.
+        let _ = self
+            .recorded_bits
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                Some((f64::from_bits(bits) + value).to_bits())
+            });
+    }
+}
+
+/// A snapshot of one active bucket, for operators.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BucketSnapshot {
+    /// The quota key metered.
+    pub key: QuotaKey,
+    /// Who shares the bucket.
+    pub owner: BucketOwner,
+    /// The level the quota came from (`None` for ip quotas).
+    pub level: Option<Level>,
+    /// The limit last applied, in this broker's terms (bytes/s, percent, mutations/s, connections/s).
+    pub limit: f64,
+    /// The measured rate now (for mutations: the tokens left).
+    pub measured: f64,
+    /// Everything recorded into the bucket.
+    pub recorded_total: f64,
+    /// Sum of the throttles handed out.
+    pub throttle_ms_total: u64,
+    /// How many decisions throttled.
+    pub throttle_count: u64,
+}
+
+/// The sum of active share weights of one quota type, recomputed at most once per sample window.
+#[derive(Debug, Default)]
+struct ShareTotal {
+    computed_at: AtomicU64,
+    total_bits: AtomicU64,
+    members: DashMap<(QuotaKey, BucketOwner), Arc<Bucket>>,
+}
+
+struct Inner {
+    engine: Arc<Engine>,
+    clock: Arc<dyn Clock>,
+    config: MeterConfig,
+    window: Window,
+    buckets: DashMap<(QuotaKey, BucketOwner), Arc<Bucket>>,
+    shares: [ShareTotal; 2],
+    last_sweep: AtomicU64,
+}
+
+/// Meters requests against the engine's quotas. Cheap to clone; share it between threads.
+#[derive(Clone)]
+pub struct Meter {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Meter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Meter")
+            .field("config", &self.inner.config)
+            .field("buckets", &self.inner.buckets.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Meter {
+    /// A meter over `engine` with the real clock and Kafka's default windows.
+    pub fn new(engine: Arc<Engine>) -> Meter {
+        Meter::with_clock(engine, Arc::new(SystemClock::new()), MeterConfig::default())
+    }
+
+    /// A meter with an explicit clock and settings.
+    pub fn with_clock(engine: Arc<Engine>, clock: Arc<dyn Clock>, config: MeterConfig) -> Meter {
+        Meter {
+            inner: Arc::new(Inner {
+                engine,
+                clock,
+                window: config.window(),
+                config,
+                buckets: DashMap::new(),
+                shares: Default::default(),
+                last_sweep: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The engine whose quotas are metered.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.inner.engine
+    }
+
+    /// Opens the meter of one connection's (user, client-id). Cheap; keep it for the connection's life.
+    pub fn client(&self, user: &str, client_id: &str) -> ClientMeter {
+        let mut meter = ClientMeter {
+            meter: self.clone(),
+            user: Arc::from(user),
+            client_id: Arc::from(client_id),
+            generation: u64::MAX,
+            resolved: self.inner.engine.resolve(user, client_id),
+            buckets: Default::default(),
+        };
+        meter.refresh();
+        meter
+    }
+
+    /// Records a new connection from `ip` against `connection_creation_rate` and returns how long to
+    /// delay accepting it.
+    pub fn connection(&self, ip: &str) -> Throttle {
+        let Some(quota) = self.inner.engine.resolve_ip(ip) else {
+            return Throttle::default();
+        };
+        let key = QuotaKey::CONNECTION_CREATION_RATE;
+        let owner = BucketOwner::Ip(Arc::from(ip));
+        let bucket = self.inner.bucket(key, owner, None);
+        self.inner.record_rate(&bucket, quota.limit, 1.0, None)
+    }
+
+    /// The active buckets: who is metered, against what limit, at what rate, and how much throttled.
+    pub fn snapshot(&self) -> Vec<BucketSnapshot> {
+        let now = self.inner.clock.now_ms();
+        let mut out: Vec<BucketSnapshot> = self
+            .inner
+            .buckets
+            .iter()
+            .map(|entry| {
+                let b = entry.value();
+                let limit = f64::from_bits(b.limit_bits.load(Ordering::Relaxed));
+                let measured = match &mut *b.measure.lock() {
+                    Measure::Rate(r) => r.measure(self.inner.window, now).0,
+                    Measure::Tokens(t) => t.tokens(self.inner.window, limit, now),
+                };
+                BucketSnapshot {
+                    key: b.key,
+                    owner: b.owner.clone(),
+                    level: b.level,
+                    limit,
+                    measured,
+                    recorded_total: f64::from_bits(b.recorded_bits.load(Ordering::Relaxed)),
+                    throttle_ms_total: b.throttle_ms_total.load(Ordering::Relaxed),
+                    throttle_count: b.throttle_count.load(Ordering::Relaxed),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| (a.owner.to_string(), a.key).cmp(&(b.owner.to_string(), b.key)));
+        out
+    }
+
+    /// Drops buckets idle for longer than the configured expiry; returns how many were dropped.
+    /// Called automatically at most once a minute when connections open.
+    pub fn sweep(&self) -> usize {
+        self.inner.sweep(self.inner.clock.now_ms())
+    }
+
+    /// How many buckets exist.
+    pub fn bucket_count(&self) -> usize {
+        self.inner.buckets.len()
+    }
+}
+
+impl Inner {
+    fn sweep(&self, now: u64) -> usize {
+        self.last_sweep.store(now, Ordering::Relaxed);
+        let expiry = self.config.idle_expiry.as_millis() as u64;
+        let before = self.buckets.len();
+        self.buckets.retain(|_, b| {
+            let keep = now.saturating_sub(b.last_ms.load(Ordering::Relaxed)) < expiry;
+            if !keep {
+                // Holders of the bucket see this and re-resolve.
+                b.expired.store(true, Ordering::Release);
+            }
+            keep
+        });
+        for share in &self.shares {
+            share
+                .members
+                .retain(|_, b| !b.expired.load(Ordering::Acquire));
+        }
+        before - self.buckets.len()
+    }
+
+    fn bucket(&self, key: QuotaKey, owner: BucketOwner, level: Option<Level>) -> Arc<Bucket> {
+        let now = self.clock.now_ms();
+        let bucket = self
+            .buckets
+            .entry((key, owner.clone()))
+            .or_insert_with(|| {
+                let b = Bucket::new(key, owner.clone(), level, self.window);
+                b.last_ms.store(now, Ordering::Relaxed);
+                Arc::new(b)
+            })
+            .clone();
+        if key.unit() == Unit::Shares {
+            self.shares[share_slot(key)]
+                .members
+                .insert((key, owner), Arc::clone(&bucket));
+        }
+        if now.saturating_sub(self.last_sweep.load(Ordering::Relaxed)) >= 60_000 {
+            self.sweep(now);
+        }
+        bucket
+    }
+
+    /// Records `value` into a windowed-rate bucket limited to `limit` and returns its throttle.
+    fn record_rate(
+        &self,
+        bucket: &Bucket,
+        limit: f64,
+        value: f64,
+        cap_ms: Option<u64>,
+    ) -> Throttle {
+        let now = self.clock.now_ms();
+        bucket.last_ms.store(now, Ordering::Relaxed);
+        let (rate, elapsed) = {
+            let mut m = bucket.measure.lock();
+            let Measure::Rate(r) = &mut *m else {
+                return Throttle::default();
+            };
+            r.record(self.window, value, now);
+            r.measure(self.window, now)
+        };
+        bucket.add_recorded(value);
+        let mut ms = if limit <= 0.0 {
+            self.config.max_throttle_ms()
+        } else {
+            rate::throttle_ms(rate, limit, elapsed)
+        };
+        if let Some(cap) = cap_ms {
+            ms = ms.min(cap);
+        }
+        bucket.note(limit, ms);
+        Throttle {
+            ms,
+            cause: (ms > 0).then(|| bucket.cause()),
+        }
+    }
+
+    /// The limit of `value` in `key`'s unit on this broker, or `None` if it cannot be enforced (shares
+    /// without a capacity).
+    fn broker_limit(&self, bucket: &Bucket, key: QuotaKey, value: f64, now: u64) -> Option<f64> {
+        match key.unit() {
+            Unit::Bps => Some(value / f64::from(self.engine.broker_view().broker_count)),
+            Unit::Shares => {
+                let view = self.engine.broker_view();
+                let capacity = match key.quota_type() {
+                    QuotaType::ProducerByteRate => view.producer_capacity,
+                    _ => view.consumer_capacity,
+                }?;
+                let previous = bucket.weight_bits.swap(value.to_bits(), Ordering::Relaxed);
+                let was_active = now.saturating_sub(bucket.last_ms.load(Ordering::Relaxed))
+                    < self.active_ms()
+                    && f64::from_bits(previous) == value;
+                let total = self.share_total(key, now, !was_active);
+                Some(capacity * value / total.max(value))
+            }
+            _ => Some(value),
+        }
+    }
+
+    fn active_ms(&self) -> u64 {
+        self.window.samples as u64 * self.window.window_ms
+    }
+
+    /// Σ weights of the type's share buckets active now; recomputed once per sample window, or at once
+    /// when a bucket joins or changes its weight.
+    fn share_total(&self, key: QuotaKey, now: u64, force: bool) -> f64 {
+        let share = &self.shares[share_slot(key)];
+        let at = share.computed_at.load(Ordering::Relaxed);
+        let stale = now.saturating_sub(at) >= self.window.window_ms || at == 0;
+        if (force || stale)
+            && share
+                .computed_at
+                .compare_exchange(at, now.max(1), Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            let active = self.active_ms();
+            let total: f64 = share
+                .members
+                .iter()
+                .filter(|b| now.saturating_sub(b.last_ms.load(Ordering::Relaxed)) < active)
+                .map(|b| f64::from_bits(b.weight_bits.load(Ordering::Relaxed)))
+                .sum();
+            share.total_bits.store(total.to_bits(), Ordering::Relaxed);
+        }
+        f64::from_bits(share.total_bits.load(Ordering::Relaxed))
+    }
+}
+
+fn share_slot(key: QuotaKey) -> usize {
+    usize::from(key.quota_type() != QuotaType::ProducerByteRate)
+}
+
+/// The keys each kind of request is metered against.
+const PRODUCE_KEYS: [QuotaKey; 3] = [
+    QuotaKey::PRODUCER_BPS,
+    QuotaKey::PRODUCER_BROKER_BPS,
+    QuotaKey::PRODUCER_SHARES,
+];
+const FETCH_KEYS: [QuotaKey; 3] = [
+    QuotaKey::CONSUMER_BPS,
+    QuotaKey::CONSUMER_BROKER_BPS,
+    QuotaKey::CONSUMER_SHARES,
+];
+
+/// The meter of one connection's (user, client-id). Not shared between threads: each connection owns
+/// one, and the buckets behind it are shared.
+#[derive(Debug)]
+pub struct ClientMeter {
+    meter: Meter,
+    user: Arc<str>,
+    client_id: Arc<str>,
+    generation: u64,
+    resolved: Resolved,
+    buckets: [Option<Arc<Bucket>>; QuotaKey::CLIENT_COUNT],
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner").finish_non_exhaustive()
+    }
+}
+
+impl ClientMeter {
+    /// Re-resolves if the configuration changed since the last request, or a bucket expired.
+    #[inline]
+    fn refresh(&mut self) {
+        let inner = &self.meter.inner;
+        let generation = inner.engine.generation();
+        let expired = self
+            .buckets
+            .iter()
+            .flatten()
+            .any(|b| b.expired.load(Ordering::Relaxed));
+        if generation == self.generation && !expired {
+            return;
+        }
+        self.generation = generation;
+        self.resolved = inner.engine.resolve(&self.user, &self.client_id);
+        for key in QuotaKey::client_keys() {
+            self.buckets[key.index()] = self.resolved.get(key).map(|q| {
+                let owner = match q.bucket_scope() {
+                    BucketScope::UserClient => {
+                        BucketOwner::UserClient(self.user.clone(), self.client_id.clone())
+                    }
+                    BucketScope::User => BucketOwner::User(self.user.clone()),
+                    BucketScope::ClientId => BucketOwner::ClientId(self.client_id.clone()),
+                };
+                inner.bucket(key, owner, Some(q.level))
+            });
+        }
+    }
+
+    /// The effective quotas of this connection (re-resolved if the configuration changed).
+    pub fn quotas(&mut self) -> &Resolved {
+        self.refresh();
+        &self.resolved
+    }
+
+    fn record_bytes(&mut self, keys: &[QuotaKey], bytes: u64) -> Throttle {
+        self.refresh();
+        let inner = &self.meter.inner;
+        let mut throttle = Throttle::default();
+        for &key in keys {
+            let (Some(bucket), Some(q)) = (&self.buckets[key.index()], self.resolved.get(key))
+            else {
+                continue;
+            };
+            let now = inner.clock.now_ms();
+            match inner.broker_limit(bucket, key, q.limit, now) {
+                Some(limit) => {
+                    throttle.keep_longest(inner.record_rate(bucket, limit, bytes as f64, None))
+                }
+                // Unenforced shares still count as activity for the split.
+                None => bucket.last_ms.store(now, Ordering::Relaxed),
+            }
+        }
+        throttle
+    }
+
+    /// Records a produce request of `bytes` and returns the throttle.
+    pub fn produce(&mut self, bytes: u64) -> Throttle {
+        self.record_bytes(&PRODUCE_KEYS, bytes)
+    }
+
+    /// Records a fetch response of `bytes` and returns the throttle.
+    pub fn fetch(&mut self, bytes: u64) -> Throttle {
+        self.record_bytes(&FETCH_KEYS, bytes)
+    }
+
+    /// Records request-handler time and returns the throttle, capped at one sample window as Kafka caps
+    /// request-time throttles.
+    pub fn request_time(&mut self, nanos: u64) -> Throttle {
+        self.refresh();
+        let key = QuotaKey::REQUEST_PERCENTAGE;
+        let (Some(bucket), Some(q)) = (&self.buckets[key.index()], self.resolved.get(key)) else {
+            return Throttle::default();
+        };
+        let inner = &self.meter.inner;
+        // Kafka records thread time as a percentage of one thread-second.
+        let value = nanos as f64 * 100.0 / 1e9;
+        inner.record_rate(bucket, q.limit, value, Some(inner.window.window_ms))
+    }
+
+    /// Records `n` partition mutations against `controller_mutation_rate`.
+    pub fn mutations(&mut self, n: u32) -> MutationDecision {
+        self.refresh();
+        let key = QuotaKey::CONTROLLER_MUTATION_RATE;
+        let (Some(bucket), Some(q)) = (&self.buckets[key.index()], self.resolved.get(key)) else {
+            return MutationDecision {
+                accepted: true,
+                throttle: Throttle::default(),
+            };
+        };
+        let inner = &self.meter.inner;
+        let now = inner.clock.now_ms();
+        bucket.last_ms.store(now, Ordering::Relaxed);
+        let (accepted, tokens) = {
+            let mut m = bucket.measure.lock();
+            let Measure::Tokens(tb) = &mut *m else {
+                unreachable!("mutation buckets are token buckets");
+            };
+            let before = tb.tokens(inner.window, q.limit, now);
+            if inner.config.strict_mutations && before < 0.0 {
+                (false, before)
+            } else {
+                tb.record(inner.window, q.limit, f64::from(n), now);
+                (true, tb.tokens(inner.window, q.limit, now))
+            }
+        };
+        if accepted {
+            bucket.add_recorded(f64::from(n));
+        }
+        let ms = rate::token_throttle_ms(tokens, q.limit);
+        bucket.note(q.limit, ms);
+        MutationDecision {
+            accepted,
+            throttle: Throttle {
+                ms,
+                cause: (ms > 0).then(|| bucket.cause()),
+            },
+        }
+    }
+
+    /// The largest fetch response the connection's consumer buckets can take within one quota window
+    /// (Kafka's `limit × (samples − 1) × window`), or `None` if no consumer quota applies.
+    pub fn max_fetch_bytes(&mut self) -> Option<u64> {
+        self.refresh();
+        let inner = &self.meter.inner;
+        let now = inner.clock.now_ms();
+        let seconds = (inner.window.samples.saturating_sub(1) as u64 * inner.window.window_ms)
+            as f64
+            / 1000.0;
+        FETCH_KEYS
+            .iter()
+            .filter_map(|&key| {
+                let bucket = self.buckets[key.index()].as_ref()?;
+                let q = self.resolved.get(key)?;
+                inner.broker_limit(bucket, key, q.limit, now)
+            })
+            .map(|limit| (limit * seconds) as u64)
+            .min()
+    }
+}

@@ -1,0 +1,401 @@
+//! Metering: Kafka's worked examples, bucket sharing, convergence, alterations reaching live buckets.
+
+use std::sync::Arc;
+use std::thread;
+
+use kquota::meter::{BucketOwner, ClientMeter, Clock, ManualClock, Meter, MeterConfig};
+use kquota::{Alteration, Engine, Entity, QuotaKey};
+
+use crate::common::{alter_ok, d, n, uc};
+
+fn setup(engine: Engine, batch: &[Alteration]) -> (Arc<Engine>, Arc<ManualClock>, Meter) {
+    alter_ok(&engine, batch);
+    let engine = Arc::new(engine);
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let meter = Meter::with_clock(Arc::clone(&engine), clock.clone(), MeterConfig::default());
+    (engine, clock, meter)
+}
+
+fn user(name: &str) -> Alteration {
+    Alteration::new(&Entity::User(n(name)))
+}
+
+const T0: u64 = 1_000_000;
+
+#[test]
+fn kafka_worked_example_6300_bytes_over_10_5_s() {
+    let (_, clock, meter) = setup(Engine::new(), &[user("u").set("producer_byte_rate", 500.0)]);
+    let mut c = meter.client("u", "c");
+    for i in 0..=20u64 {
+        clock.set(T0 + i * 500);
+        c.produce(300);
+    }
+    clock.set(T0 + 10_500);
+    let t = c.produce(0);
+    assert_eq!(t.ms, 2_100);
+    let cause = t.cause.expect("throttled");
+    assert_eq!(cause.key, QuotaKey::PRODUCER_BROKER_BPS);
+    assert_eq!(cause.owner, BucketOwner::User("u".into()));
+}
+
+#[test]
+fn window_expiry_forgets_old_traffic() {
+    let (_, clock, meter) = setup(Engine::new(), &[user("u").set("consumer_byte_rate", 100.0)]);
+    let mut c = meter.client("u", "c");
+    assert!(c.fetch(1_000_000).is_throttled());
+    clock.advance(11_000);
+    assert_eq!(c.fetch(100).ms, 0);
+}
+
+#[test]
+fn request_percentage_throttle_is_capped_at_one_window() {
+    let (_, _, meter) = setup(Engine::new(), &[user("u").set("request_percentage", 1.0)]);
+    let mut c = meter.client("u", "c");
+    // 5 s of handler time against 1 % of a thread: far over, but capped at 1 s.
+    let t = c.request_time(5_000_000_000);
+    assert_eq!(t.ms, 1_000);
+    assert_eq!(t.cause.unwrap().key, QuotaKey::REQUEST_PERCENTAGE);
+}
+
+#[test]
+fn mutation_token_bucket_strict() {
+    let (_, clock, meter) = setup(
+        Engine::new(),
+        &[user("u").set("controller_mutation_rate", 2.0)],
+    );
+    let mut c = meter.client("u", "c");
+    // Burst of 2/s × 11 s = 22 tokens; 30 mutations leave a debt of 8: 4 s.
+    let first = c.mutations(30);
+    assert!(first.accepted);
+    assert_eq!(first.throttle.ms, 4_000);
+    clock.advance(1_000);
+    let refused = c.mutations(1);
+    assert!(!refused.accepted, "strict mode refuses while in debt");
+    assert_eq!(refused.throttle.ms, 3_000);
+    clock.advance(3_000);
+    let later = c.mutations(1);
+    assert!(later.accepted);
+    assert_eq!(later.throttle.ms, 500);
+}
+
+#[test]
+fn mutation_token_bucket_permissive() {
+    let engine = Engine::new();
+    alter_ok(&engine, &[user("u").set("controller_mutation_rate", 2.0)]);
+    let clock = Arc::new(ManualClock::new(T0));
+    let config = MeterConfig {
+        strict_mutations: false,
+        ..MeterConfig::default()
+    };
+    let meter = Meter::with_clock(Arc::new(engine), clock.clone(), config);
+    let mut c = meter.client("u", "c");
+    assert_eq!(c.mutations(30).throttle.ms, 4_000);
+    clock.advance(1_000);
+    let d = c.mutations(1);
+    assert!(
+        d.accepted,
+        "permissive mode records and throttles afterwards"
+    );
+    assert_eq!(d.throttle.ms, 3_500);
+}
+
+#[test]
+fn max_fetch_bytes_is_limit_times_nine_windows_plus_one() {
+    let (_, _, meter) = setup(
+        Engine::new(),
+        &[
+            user("u").set("consumer_byte_rate", 9_000.0),
+            Alteration::new(&uc("u", "c")).set("consumer_byte_rate:bps", 5_000.0),
+        ],
+    );
+    // Kafka: limit × (samples − 1) × window; when two units apply, the smaller bucket wins.
+    assert_eq!(meter.client("u", "c").max_fetch_bytes(), Some(5_000 * 10));
+    assert_eq!(
+        meter.client("u", "other").max_fetch_bytes(),
+        Some(9_000 * 10)
+    );
+    assert_eq!(meter.client("v", "c").max_fetch_bytes(), None);
+}
+
+/// Sends `bytes` through `c` and returns the owners of the buckets that recorded it.
+fn owners_after(meter: &Meter) -> Vec<(BucketOwner, f64)> {
+    meter
+        .snapshot()
+        .into_iter()
+        .map(|b| (b.owner, b.recorded_total))
+        .collect()
+}
+
+#[test]
+fn level_3_is_shared_by_all_of_a_users_clients() {
+    let (_, _, meter) = setup(Engine::new(), &[user("u").set("producer_byte_rate", 1e9)]);
+    meter.client("u", "a").produce(10);
+    meter.client("u", "b").produce(5);
+    meter.client("u", "").produce(1);
+    assert_eq!(
+        owners_after(&meter),
+        vec![(BucketOwner::User("u".into()), 16.0)]
+    );
+}
+
+#[test]
+fn levels_1_2_4_5_are_per_user_and_client() {
+    for entity in [
+        Entity::UserClient(n("u"), n("a")),
+        Entity::UserClient(n("u"), d()),
+        Entity::UserClient(d(), n("a")),
+        Entity::UserClient(d(), d()),
+    ] {
+        let (_, _, meter) = setup(
+            Engine::new(),
+            &[Alteration::new(&entity).set("producer_byte_rate", 1e9)],
+        );
+        meter.client("u", "a").produce(10);
+        meter.client("u", "a").produce(1);
+        let mut owners = owners_after(&meter);
+        owners.retain(|(o, _)| *o == BucketOwner::UserClient("u".into(), "a".into()));
+        assert_eq!(
+            owners,
+            vec![(BucketOwner::UserClient("u".into(), "a".into()), 11.0)],
+            "{entity}"
+        );
+    }
+    // Level 5 gives every (user, client) its own bucket.
+    let (_, _, meter) = setup(
+        Engine::new(),
+        &[Alteration::new(&Entity::UserClient(d(), d())).set("producer_byte_rate", 1e9)],
+    );
+    meter.client("u", "a").produce(1);
+    meter.client("u", "b").produce(1);
+    meter.client("v", "a").produce(1);
+    assert_eq!(meter.bucket_count(), 3);
+}
+
+#[test]
+fn levels_7_and_8_are_shared_across_users() {
+    for entity in [Entity::ClientId(n("c")), Entity::ClientId(d())] {
+        let (_, _, meter) = setup(
+            Engine::new(),
+            &[Alteration::new(&entity).set("producer_byte_rate", 1e9)],
+        );
+        meter.client("alice", "c").produce(7);
+        meter.client("bob", "c").produce(3);
+        assert_eq!(
+            owners_after(&meter),
+            vec![(BucketOwner::ClientId("c".into()), 10.0)],
+            "{entity}"
+        );
+    }
+}
+
+#[test]
+fn ip_connection_rate() {
+    let (_, clock, meter) = setup(
+        Engine::new(),
+        &[Alteration::raw([("ip", None::<String>)]).set("connection_creation_rate", 10.0)],
+    );
+    // 10/s over the padded 10 s window: 100 connections fit; the 101st makes 10.1/s, 1% over: 100 ms.
+    for _ in 0..100 {
+        assert_eq!(meter.connection("10.0.0.1").ms, 0);
+    }
+    let t = meter.connection("10.0.0.1");
+    assert_eq!(t.ms, 100);
+    assert_eq!(t.cause.unwrap().owner, BucketOwner::Ip("10.0.0.1".into()));
+    // Another IP has its own bucket.
+    assert_eq!(meter.connection("10.0.0.2").ms, 0);
+    clock.advance(20_000);
+    assert_eq!(meter.connection("10.0.0.1").ms, 0);
+}
+
+#[test]
+fn alterations_reach_live_connections() {
+    let (engine, _, meter) = setup(Engine::new(), &[user("u").set("producer_byte_rate", 100.0)]);
+    let mut c = meter.client("u", "c");
+    assert!(c.produce(100_000).is_throttled());
+    // Removing the quota stops the throttling on the very next request.
+    alter_ok(&engine, &[user("u").remove("producer_byte_rate")]);
+    assert_eq!(c.produce(100_000).ms, 0);
+    // A new limit applies at once, in a fresh bucket for the new level.
+    alter_ok(
+        &engine,
+        &[Alteration::new(&uc("u", "c")).set("producer_byte_rate", 100.0)],
+    );
+    let t = c.produce(100_000);
+    assert!(t.is_throttled());
+    assert_eq!(
+        t.cause.unwrap().owner,
+        BucketOwner::UserClient("u".into(), "c".into())
+    );
+}
+
+#[test]
+fn a_zero_remainder_throttles_at_the_maximum() {
+    let (_, _, meter) = setup(
+        Engine::new(),
+        &[
+            user("u").set("producer_byte_rate", 100.0),
+            Alteration::new(&uc("u", "a")).set("producer_byte_rate", 100.0),
+        ],
+    );
+    assert_eq!(meter.client("u", "other").produce(1).ms, 11_000);
+    assert_eq!(meter.client("u", "a").produce(1).ms, 0);
+}
+
+#[test]
+fn idle_buckets_are_dropped_after_an_hour() {
+    let (_, clock, meter) = setup(Engine::new(), &[user("u").set("producer_byte_rate", 1e6)]);
+    let mut c = meter.client("u", "c");
+    c.produce(1);
+    clock.advance(3_599_000);
+    assert_eq!(meter.sweep(), 0);
+    clock.advance(2_000);
+    assert_eq!(meter.sweep(), 1);
+    assert_eq!(meter.bucket_count(), 0);
+    // The connection notices and meters into a fresh bucket.
+    c.produce(5);
+    assert_eq!(
+        owners_after(&meter),
+        vec![(BucketOwner::User("u".into()), 5.0)]
+    );
+}
+
+#[test]
+fn two_threads_lose_no_bytes() {
+    let (_, _, meter) = setup(
+        Engine::new(),
+        &[
+            user("shared").set("producer_byte_rate", 1e12),
+            Alteration::new(&uc("solo", "a")).set("producer_byte_rate", 1e12),
+            Alteration::new(&uc("solo", "b")).set("producer_byte_rate", 1e12),
+        ],
+    );
+    let handles: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|client| {
+            let meter = meter.clone();
+            thread::spawn(move || {
+                let mut shared = meter.client("shared", client);
+                let mut solo = meter.client("solo", client);
+                let mut sent = 0u64;
+                for i in 0..50_000u64 {
+                    let bytes = 1 + i % 97;
+                    shared.produce(bytes);
+                    solo.produce(bytes);
+                    sent += bytes;
+                }
+                sent
+            })
+        })
+        .collect();
+    let sent: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    let snapshot = meter.snapshot();
+    let total = |owner: &BucketOwner| -> f64 {
+        snapshot
+            .iter()
+            .filter(|b| &b.owner == owner)
+            .map(|b| b.recorded_total)
+            .sum()
+    };
+    assert_eq!(total(&BucketOwner::User("shared".into())), sent as f64);
+    let solo = total(&BucketOwner::UserClient("solo".into(), "a".into()))
+        + total(&BucketOwner::UserClient("solo".into(), "b".into()));
+    assert_eq!(solo, sent as f64);
+}
+
+/// Simulates clients that send `bytes` every 10 ms unless throttled, honouring every throttle, for
+/// `seconds`; returns each client's rate over the second half.
+fn simulate(
+    clock: &ManualClock,
+    clients: &mut [ClientMeter],
+    bytes: u64,
+    seconds: u64,
+) -> Vec<f64> {
+    let start = clock.now_ms();
+    let end = start + seconds * 1000;
+    let half = start + seconds * 500;
+    let mut next: Vec<u64> = vec![start; clients.len()];
+    let mut sent = vec![0u64; clients.len()];
+    loop {
+        let (i, &t) = next.iter().enumerate().min_by_key(|(_, t)| **t).unwrap();
+        if t >= end {
+            break;
+        }
+        clock.set(t);
+        let throttle = clients[i].produce(bytes);
+        if t >= half {
+            sent[i] += bytes;
+        }
+        next[i] = t + throttle.ms.max(10);
+    }
+    sent.iter()
+        .map(|s| *s as f64 / ((end - half) as f64 / 1000.0))
+        .collect()
+}
+
+fn within_5_percent(actual: f64, expected: f64) {
+    let err = (actual - expected).abs() / expected;
+    assert!(
+        err <= 0.05,
+        "rate {actual:.0} is {:.1}% from {expected}",
+        err * 100.0
+    );
+}
+
+#[test]
+fn converges_to_a_broker_bps_limit() {
+    let (_, clock, meter) = setup(
+        Engine::new(),
+        &[user("u").set("producer_byte_rate", 100_000.0)],
+    );
+    let rates = simulate(&clock, &mut [meter.client("u", "c")], 10_000, 600);
+    within_5_percent(rates[0], 100_000.0);
+}
+
+#[test]
+fn converges_to_a_bps_limit_over_three_brokers() {
+    let engine = Engine::builder().broker_count(3).build().unwrap();
+    let (_, clock, meter) = setup(
+        engine,
+        &[user("u").set("producer_byte_rate:bps", 300_000.0)],
+    );
+    let rates = simulate(&clock, &mut [meter.client("u", "c")], 10_000, 600);
+    within_5_percent(rates[0], 100_000.0);
+}
+
+#[test]
+fn shares_split_capacity_two_to_one() {
+    let engine = Engine::builder()
+        .producer_capacity(300_000.0)
+        .build()
+        .unwrap();
+    let (_, clock, meter) = setup(
+        engine,
+        &[
+            user("a").set("producer_byte_rate:shares", 200.0),
+            user("b").set("producer_byte_rate:shares", 100.0),
+        ],
+    );
+    let mut clients = [meter.client("a", "x"), meter.client("b", "y")];
+    let rates = simulate(&clock, &mut clients, 10_000, 600);
+    within_5_percent(rates[0], 200_000.0);
+    within_5_percent(rates[1], 100_000.0);
+}
+
+#[test]
+fn kip55_remainder_is_shared_by_the_other_clients() {
+    let (_, clock, meter) = setup(
+        Engine::new(),
+        &[
+            user("u").set("producer_byte_rate", 300_000.0),
+            Alteration::new(&uc("u", "c1")).set("producer_byte_rate", 100_000.0),
+        ],
+    );
+    let mut clients = [
+        meter.client("u", "c1"),
+        meter.client("u", "c2"),
+        meter.client("u", "c3"),
+    ];
+    let rates = simulate(&clock, &mut clients, 10_000, 600);
+    within_5_percent(rates[0], 100_000.0);
+    within_5_percent(rates[1] + rates[2], 200_000.0);
+}
