@@ -412,15 +412,6 @@ fn value_of(entries: &[(QuotaKey, f64)], key: QuotaKey) -> Option<f64> {
     entries.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
 }
 
-/// What a change does to one user node's sub-quota rule for one key.
-#[derive(Default)]
-struct Group {
-    total: Option<f64>,
-    /// Named sub-quota sum after the batch.
-    sum: i128,
-    default_sub: Option<f64>,
-}
-
 /// The user node an entity belongs to for the sub-quota rules, if any.
 fn owner(entity: &Entity) -> Option<&EntityName> {
     match entity {
@@ -430,56 +421,28 @@ fn owner(entity: &Entity) -> Option<&EntityName> {
 }
 
 /// Rejects, with POLICY_VIOLATION, every alteration that takes part in breaking a sub-quota rule, until
-/// the batch's accepted changes leave every touched user node within its totals.
+/// the batch's accepted changes leave every touched user node within its totals. Linear in the batch:
+/// candidates are grouped by the user node they belong to.
 fn enforce_sub_quotas(
     state: &State,
     candidates: &mut Vec<(usize, Change)>,
     errors: &mut [Option<ApiError>],
 ) {
     loop {
-        let mut violations: Vec<(EntityName, QuotaKey, String)> = Vec::new();
-        let mut touched: Vec<(EntityName, QuotaKey)> = Vec::new();
+        let mut by_owner: HashMap<&EntityName, Vec<&Change>> = HashMap::new();
         for (_, c) in candidates.iter() {
             if let Some(u) = owner(&c.entity) {
-                for key in QuotaKey::SUB_QUOTA_KEYS {
-                    if value_of(&c.old, key) != value_of(&c.new, key)
-                        && !touched.iter().any(|(n, k)| n == u && *k == key)
-                    {
-                        touched.push((u.clone(), key));
-                    }
-                }
+                by_owner.entry(u).or_default().push(c);
             }
         }
-        for (user, key) in &touched {
-            let g = group_after(state, candidates, user, *key);
-            let Some(total) = g.total else { continue };
-            let user_entity = Entity::User(user.clone());
-            if g.sum as f64 > total {
-                violations.push((
-                    user.clone(),
-                    *key,
-                    format!(
-                        "The sub-quotas of {} for {} would sum to {}, which exceeds the total {} of {}",
-                        user_entity,
-                        key,
-                        Num(g.sum as f64),
-                        Num(total),
-                        user_entity
-                    ),
-                ));
-            } else if let Some(d) = g.default_sub.filter(|d| *d > total) {
-                violations.push((
-                    user.clone(),
-                    *key,
-                    format!(
-                        "The sub-quota of {} for {} would be {}, which exceeds the total {} of {}",
-                        Entity::UserClient(user.clone(), EntityName::Default),
-                        key,
-                        Num(d),
-                        Num(total),
-                        user_entity
-                    ),
-                ));
+        let mut violations: HashMap<(EntityName, QuotaKey), String> = HashMap::new();
+        for (user, changes) in &by_owner {
+            for key in QuotaKey::SUB_QUOTA_KEYS {
+                if changes.iter().any(|c| changes_key(c, key)) {
+                    if let Some(msg) = check_group(state, changes, user, key) {
+                        violations.insert(((*user).clone(), key), msg);
+                    }
+                }
             }
         }
         if violations.is_empty() {
@@ -489,11 +452,12 @@ fn enforce_sub_quotas(
             let Some(u) = owner(&c.entity) else {
                 return true;
             };
-            let hit = violations
-                .iter()
-                .find(|(vu, key, _)| vu == u && value_of(&c.old, *key) != value_of(&c.new, *key));
+            let hit = QuotaKey::SUB_QUOTA_KEYS
+                .into_iter()
+                .filter(|key| changes_key(c, *key))
+                .find_map(|key| violations.get(&(u.clone(), key)));
             match hit {
-                Some((_, _, msg)) => {
+                Some(msg) => {
                     errors[*i] = Some(ApiError::policy_violation(msg.clone()));
                     false
                 }
@@ -503,13 +467,18 @@ fn enforce_sub_quotas(
     }
 }
 
-/// The state of one (user node, key) rule after the accepted candidates.
-fn group_after(
+fn changes_key(change: &Change, key: QuotaKey) -> bool {
+    value_of(&change.old, key) != value_of(&change.new, key)
+}
+
+/// Checks one (user node, key) rule after the accepted changes of that user node; returns the
+/// violation's message, if any.
+fn check_group(
     state: &State,
-    candidates: &[(usize, Change)],
+    changes: &[&Change],
     user: &EntityName,
     key: QuotaKey,
-) -> Group {
+) -> Option<String> {
     let s = state::sub_index(key.index()).expect("sub-quota key");
     let total_entity = Entity::User(user.clone());
     let default_entity = Entity::UserClient(user.clone(), EntityName::Default);
@@ -522,25 +491,34 @@ fn group_after(
         EntityName::Default => state.default_user_sums[s],
     };
     let after = |entity: &Entity| -> Option<f64> {
-        match candidates.iter().find(|(_, c)| &c.entity == entity) {
-            Some((_, c)) => value_of(&c.new, key),
+        match changes.iter().find(|c| &c.entity == entity) {
+            Some(c) => value_of(&c.new, key),
             None => value_of(&current(state, entity), key),
         }
     };
     let mut sum = base_sum as i128;
-    for (_, c) in candidates {
-        if let Entity::UserClient(u, EntityName::Named(_)) = &c.entity {
-            if u == user {
-                sum += value_of(&c.new, key).unwrap_or(0.0) as i128;
-                sum -= value_of(&c.old, key).unwrap_or(0.0) as i128;
-            }
+    for c in changes {
+        if let Entity::UserClient(_, EntityName::Named(_)) = &c.entity {
+            sum += value_of(&c.new, key).unwrap_or(0.0) as i128;
+            sum -= value_of(&c.old, key).unwrap_or(0.0) as i128;
         }
     }
-    Group {
-        total: after(&total_entity),
-        sum,
-        default_sub: after(&default_entity),
+    let total = after(&total_entity)?;
+    if sum as f64 > total {
+        return Some(format!(
+            "The sub-quotas of {total_entity} for {key} would sum to {}, which exceeds the total {} of \
+             {total_entity}",
+            Num(sum as f64),
+            Num(total),
+        ));
     }
+    let d = after(&default_entity).filter(|d| *d > total)?;
+    Some(format!(
+        "The sub-quota of {default_entity} for {key} would be {}, which exceeds the total {} of \
+         {total_entity}",
+        Num(d),
+        Num(total),
+    ))
 }
 
 /// Prints a number as quota values print.
