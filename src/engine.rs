@@ -12,6 +12,8 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::alter::{self, AlterResult, Alteration};
 use crate::describe::{self, BrokerView, DescribedQuota, ListFilter, ListedEntity};
+use crate::entity::Entity;
+use crate::key::QuotaKey;
 use crate::notify::ChangeNotification;
 use crate::resolve::{self, ClientArg, IpQuota, Resolved};
 use crate::state::State;
@@ -39,6 +41,15 @@ impl std::str::FromStr for SubQuotaPolicy {
             )),
         }
     }
+}
+
+/// One entity's complete configuration after a commit, as handed to a durable store.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EntityChange<'a> {
+    /// The entity.
+    pub entity: &'a Entity,
+    /// Its keys and values after the commit, in key order; empty when the entity is removed.
+    pub quotas: &'a [(QuotaKey, f64)],
 }
 
 /// A subscriber to change notifications.
@@ -199,6 +210,24 @@ impl Engine {
     /// one result per alteration, in order. Subscribers hear of the changed entities after the commit
     /// is visible.
     pub fn alter(&self, batch: &[Alteration], validate_only: bool) -> Vec<AlterResult> {
+        match self.alter_durably(batch, validate_only, |_| {
+            Ok::<(), std::convert::Infallible>(())
+        }) {
+            Ok(results) => results,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Like [`Engine::alter`], but hands the validated changes to `persist` before they become
+    /// visible, under the writer lock. If `persist` fails, nothing is applied and its error is
+    /// returned; if it succeeds, the changes are published. A durable store acknowledges an
+    /// alteration only after this returns `Ok`.
+    pub fn alter_durably<E>(
+        &self,
+        batch: &[Alteration],
+        validate_only: bool,
+        persist: impl FnOnce(&[EntityChange<'_>]) -> Result<(), E>,
+    ) -> Result<Vec<AlterResult>, E> {
         let (results, notes) = {
             let _writer = self.writer.lock();
             let current = self.state.load_full();
@@ -206,10 +235,19 @@ impl Engine {
             if validate_only || plan.changes.is_empty() {
                 (plan.results, Vec::new())
             } else {
+                let changes: Vec<EntityChange<'_>> = plan
+                    .changes
+                    .iter()
+                    .map(|c| EntityChange {
+                        entity: &c.entity,
+                        quotas: &c.new,
+                    })
+                    .collect();
+                persist(&changes)?;
                 let mut next = State::clone(&current);
                 alter::apply(&mut next, &plan.changes);
                 self.state.store(Arc::new(next));
-                let seq = self.commits.fetch_add(1, Ordering::SeqCst) + 1;
+                let seq = self.commits.fetch_add(1, Ordering::AcqRel) + 1;
                 let notes = plan
                     .changes
                     .iter()
@@ -228,7 +266,7 @@ impl Engine {
                 subscriber(&notes);
             }
         }
-        results
+        Ok(results)
     }
 
     /// Registers `f` to hear of every later commit: one call per commit, with one notification per

@@ -91,7 +91,7 @@ pub use alter::{AlterResult, Alteration, EntityPart, Op};
 pub use describe::{
     BrokerLimit, BrokerView, ComponentMatch, DescribedQuota, ListFilter, ListedEntity, Overridden,
 };
-pub use engine::{Engine, EngineBuilder, SubQuotaPolicy, Subscriber};
+pub use engine::{Engine, EngineBuilder, EntityChange, SubQuotaPolicy, Subscriber};
 pub use entity::{desanitize, sanitize, Entity, EntityName, EntityType, Name, DEFAULT_DISPLAY};
 pub use error::{ApiError, ErrorCode, ParseError};
 pub use key::{QuotaKey, QuotaType, QuotaValue, Unit, ValueKind};

@@ -438,3 +438,23 @@ fn kafka_policy_has_no_sub_quota_rules() {
         .unwrap();
     assert_eq!(q.limit, 100.0);
 }
+
+#[test]
+fn a_failed_persist_applies_nothing() {
+    let engine = Engine::new();
+    let batch = [user("a").set("producer_byte_rate", 10.0)];
+    let failed = engine.alter_durably(&batch, false, |changes| {
+        assert_eq!(changes.len(), 1);
+        assert_eq!(
+            changes[0].quotas,
+            &[(kquota::QuotaKey::PRODUCER_BROKER_BPS, 10.0)]
+        );
+        Err("disk full")
+    });
+    assert_eq!(failed, Err("disk full"));
+    assert_eq!(engine.entity_count(), 0);
+    assert_eq!(engine.generation(), 0);
+    let ok = engine.alter_durably(&batch, false, |_| Ok::<(), ()>(()));
+    assert!(ok.unwrap()[0].error.is_none());
+    assert_eq!(engine.generation(), 1);
+}
