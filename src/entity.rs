@@ -253,6 +253,26 @@ impl Entity {
         path
     }
 
+    /// Parses a storage path (see [`Entity::storage_path`]): the inverse of that function.
+    pub fn from_storage_path(path: &str) -> Result<Entity, ParseError> {
+        let bad = || ParseError::MalformedEscape(path.to_owned());
+        let name = |segment: &str| -> Result<EntityName, ParseError> {
+            if segment == DEFAULT_DISPLAY {
+                Ok(EntityName::Default)
+            } else {
+                EntityName::named(&desanitize(segment)?)
+            }
+        };
+        let parts: Vec<&str> = path.split('/').collect();
+        match parts.as_slice() {
+            ["users", u] => Ok(Entity::User(name(u)?)),
+            ["users", u, "clients", c] => Ok(Entity::UserClient(name(u)?, name(c)?)),
+            ["clients", c] => Ok(Entity::ClientId(name(c)?)),
+            ["ips", ip] => Ok(Entity::Ip(name(ip)?)),
+            _ => Err(bad()),
+        }
+    }
+
     /// Builds an entity from `(type, name)` pairs as they arrive on the wire (`None` is the default).
     ///
     /// Only checks the shape; the messages Kafka gives for bad shapes are produced by alteration
@@ -419,6 +439,30 @@ mod tests {
         let e = Entity::UserClient(EntityName::Default, EntityName::Default);
         assert_eq!(e.storage_path(), "users/<default>/clients/<default>");
         assert_eq!(Entity::Ip(named("::1")).storage_path(), "ips/%3A%3A1");
+    }
+
+    #[test]
+    fn storage_paths_round_trip() {
+        let entities = [
+            Entity::UserClient(named("user 2"), named("<default>")),
+            Entity::UserClient(EntityName::Default, EntityName::Default),
+            Entity::User(named("ü/x")),
+            Entity::ClientId(EntityName::Default),
+            Entity::Ip(named("::1")),
+        ];
+        for e in entities {
+            assert_eq!(Entity::from_storage_path(&e.storage_path()).unwrap(), e);
+        }
+        for bad in [
+            "",
+            "users",
+            "users/a/b",
+            "groups/a",
+            "users/%zz",
+            "clients/",
+        ] {
+            assert!(Entity::from_storage_path(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

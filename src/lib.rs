@@ -84,6 +84,7 @@ pub mod meter;
 mod notify;
 mod resolve;
 mod state;
+pub mod store;
 mod text;
 pub mod wire;
 
