@@ -83,6 +83,7 @@ mod key;
 pub mod meter;
 mod notify;
 mod resolve;
+pub mod server;
 mod state;
 pub mod store;
 mod text;

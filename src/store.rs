@@ -71,6 +71,9 @@ fn db_err(e: impl fmt::Display) -> StoreError {
     StoreError::Db(e.to_string())
 }
 
+/// One stored entity and its keys and values.
+pub type StoredEntity = (Entity, Vec<(QuotaKey, f64)>);
+
 /// Quota configuration on disk.
 pub struct Store {
     db: Database,
@@ -94,7 +97,7 @@ impl Store {
     }
 
     /// Every stored entity and its quotas, in storage-path order.
-    pub fn entries(&self) -> Result<Vec<(Entity, Vec<(QuotaKey, f64)>)>, StoreError> {
+    pub fn entries(&self) -> Result<Vec<StoredEntity>, StoreError> {
         let txn = self.db.begin_read().map_err(db_err)?;
         let table = txn.open_table(QUOTAS).map_err(db_err)?;
         let mut out = Vec::new();

@@ -346,7 +346,7 @@ impl Meter {
                 }
             })
             .collect();
-        out.sort_by(|a, b| (a.owner.to_string(), a.key).cmp(&(b.owner.to_string(), b.key)));
+        out.sort_by_key(|b| (b.owner.to_string(), b.key));
         out
     }
 

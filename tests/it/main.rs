@@ -7,4 +7,6 @@ mod metering;
 mod notifications;
 mod oracle;
 mod properties;
+mod server;
 mod validation;
+mod wire;

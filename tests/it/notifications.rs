@@ -46,7 +46,7 @@ fn one_notification_per_changed_entity() {
 fn unchanged_values_and_validate_only_notify_no_one() {
     let engine = Engine::new();
     let set = Alteration::new(&Entity::ClientId(d())).set("request_percentage", 50.0);
-    alter_ok(&engine, &[set.clone()]);
+    alter_ok(&engine, std::slice::from_ref(&set));
     let seen = recorder(&engine);
     alter_ok(&engine, &[set]);
     let results = engine.alter(

@@ -206,7 +206,7 @@ fn values_too_large() {
     // 2^63 is not greater than (double) Long.MAX_VALUE, so Kafka accepts it.
     alter_ok(
         &Engine::new(),
-        &[user("a").set("producer_byte_rate", 9.223372036854775807e18)],
+        &[user("a").set("producer_byte_rate", 2f64.powi(63))],
     );
 }
 

@@ -1,0 +1,424 @@
+//! Framing and a bounded reader for Kafka's primitive types.
+//!
+//! Every request body is walked with [`Reader`] before `kafka-protocol` decodes it. The walk applies
+//! the checks Kafka's generated Java readers make (an array count or string length larger than the
+//! bytes left is an error, a compact string longer than 0x7fff is an error, a varint longer than five
+//! bytes is an error), so the `kafka-protocol` decoders, which reserve `Vec` capacity straight from a
+//! peer's count, only ever see counts that the frame really holds.
+
+use std::fmt;
+
+use bytes::{BufMut, BytesMut};
+
+/// Kafka's default `socket.request.max.bytes`: the largest request frame a broker reads (100 MiB).
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 104_857_600;
+
+/// The longest string Kafka reads or writes (`0x7fff` bytes).
+pub(crate) const MAX_STRING_BYTES: usize = 0x7fff;
+
+/// A request or response that does not follow its schema, or a value that cannot be encoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodecError(pub(crate) String);
+
+impl CodecError {
+    pub(crate) fn new(message: impl Into<String>) -> CodecError {
+        CodecError(message.into())
+    }
+
+    /// What went wrong.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for CodecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CodecError {}
+
+/// Checks a request's 4-byte size prefix as Kafka's `NetworkReceive` does: a negative size or one
+/// above `max_bytes` is refused (Kafka then closes the connection). Returns the body length to read.
+pub fn request_size(prefix: [u8; 4], max_bytes: usize) -> Result<usize, CodecError> {
+    let size = i32::from_be_bytes(prefix);
+    let Ok(size) = usize::try_from(size) else {
+        return Err(CodecError::new(format!("Invalid receive (size = {size})")));
+    };
+    if size > max_bytes {
+        return Err(CodecError::new(format!(
+            "Invalid receive (size = {size} larger than {max_bytes})"
+        )));
+    }
+    Ok(size)
+}
+
+/// A bounded reader over one frame. Every read checks the bytes left; nothing allocates.
+#[derive(Clone, Debug)]
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+pub(crate) type ReadResult<T> = Result<T, CodecError>;
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader { buf, pos: 0 }
+    }
+
+    /// Bytes read so far.
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub(crate) fn take(&mut self, n: usize, what: &str) -> ReadResult<&'a [u8]> {
+        if n > self.remaining() {
+            return Err(CodecError::new(format!(
+                "{what}: needs {n} bytes, {} left",
+                self.remaining()
+            )));
+        }
+        let out = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    fn array<const N: usize>(&mut self, what: &str) -> ReadResult<[u8; N]> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N, what)?);
+        Ok(out)
+    }
+
+    pub(crate) fn i8(&mut self, what: &str) -> ReadResult<i8> {
+        Ok(i8::from_be_bytes(self.array(what)?))
+    }
+
+    pub(crate) fn i16(&mut self, what: &str) -> ReadResult<i16> {
+        Ok(i16::from_be_bytes(self.array(what)?))
+    }
+
+    pub(crate) fn i32(&mut self, what: &str) -> ReadResult<i32> {
+        Ok(i32::from_be_bytes(self.array(what)?))
+    }
+
+    pub(crate) fn i64(&mut self, what: &str) -> ReadResult<i64> {
+        Ok(i64::from_be_bytes(self.array(what)?))
+    }
+
+    pub(crate) fn f64(&mut self, what: &str) -> ReadResult<f64> {
+        Ok(f64::from_be_bytes(self.array(what)?))
+    }
+
+    pub(crate) fn uuid(&mut self, what: &str) -> ReadResult<()> {
+        self.take(16, what).map(|_| ())
+    }
+
+    /// A boolean: any non-zero byte is true, as in Kafka.
+    pub(crate) fn bool(&mut self, what: &str) -> ReadResult<bool> {
+        Ok(self.take(1, what)?[0] != 0)
+    }
+
+    /// Kafka's unsigned varint: at most five bytes; the fifth may not carry a continuation bit. Bits
+    /// beyond 32 are dropped, as both Kafka and `kafka-protocol` do.
+    pub(crate) fn uvarint(&mut self, what: &str) -> ReadResult<u32> {
+        let mut value: u32 = 0;
+        for i in 0..5 {
+            let b = self.take(1, what)?[0];
+            value |= u32::from(b & 0x7f) << (i * 7);
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(CodecError::new(format!("{what}: varint is too long")))
+    }
+
+    /// A string (`compact` for flexible versions); `None` is null. A null where the schema does not
+    /// allow one is an error.
+    pub(crate) fn string(
+        &mut self,
+        compact: bool,
+        nullable: bool,
+        what: &str,
+    ) -> ReadResult<Option<&'a [u8]>> {
+        let len: i64 = if compact {
+            i64::from(self.uvarint(what)?) - 1
+        } else {
+            i64::from(self.i16(what)?)
+        };
+        if len == -1 {
+            return if nullable {
+                Ok(None)
+            } else {
+                Err(CodecError::new(format!(
+                    "non-nullable field {what} was serialized as null"
+                )))
+            };
+        }
+        if len < 0 {
+            return Err(CodecError::new(format!(
+                "{what}: negative string length {len}"
+            )));
+        }
+        let len = len as usize;
+        if len > MAX_STRING_BYTES {
+            return Err(CodecError::new(format!(
+                "string field {what} had invalid length {len}"
+            )));
+        }
+        self.take(len, what).map(Some)
+    }
+
+    /// A string that must be valid UTF-8.
+    pub(crate) fn utf8(
+        &mut self,
+        compact: bool,
+        nullable: bool,
+        what: &str,
+    ) -> ReadResult<Option<&'a str>> {
+        match self.string(compact, nullable, what)? {
+            None => Ok(None),
+            Some(bytes) => std::str::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| CodecError::new(format!("{what}: invalid UTF-8"))),
+        }
+    }
+
+    /// An array's element count, checked against the bytes left (Kafka's "Tried to allocate a
+    /// collection of size N, but there are only M bytes remaining"). `None` is a null array.
+    pub(crate) fn array_len(
+        &mut self,
+        compact: bool,
+        nullable: bool,
+        what: &str,
+    ) -> ReadResult<Option<usize>> {
+        let len: i64 = if compact {
+            i64::from(self.uvarint(what)?) - 1
+        } else {
+            i64::from(self.i32(what)?)
+        };
+        if len == -1 {
+            return if nullable {
+                Ok(None)
+            } else {
+                Err(CodecError::new(format!(
+                    "non-nullable field {what} was serialized as null"
+                )))
+            };
+        }
+        if len < 0 {
+            return Err(CodecError::new(format!(
+                "{what}: negative array length {len}"
+            )));
+        }
+        let len = len as usize;
+        if len > self.remaining() {
+            return Err(CodecError::new(format!(
+                "Tried to allocate a collection of size {len}, but there are only {} bytes remaining.",
+                self.remaining()
+            )));
+        }
+        Ok(Some(len))
+    }
+
+    /// Walks an array, calling `each` once per element.
+    pub(crate) fn each(
+        &mut self,
+        compact: bool,
+        nullable: bool,
+        what: &str,
+        mut each: impl FnMut(&mut Reader<'a>) -> ReadResult<()>,
+    ) -> ReadResult<Option<usize>> {
+        let len = self.array_len(compact, nullable, what)?;
+        for _ in 0..len.unwrap_or(0) {
+            each(self)?;
+        }
+        Ok(len)
+    }
+
+    /// Skips a tagged-field section (flexible versions only).
+    pub(crate) fn tagged_fields(&mut self, what: &str) -> ReadResult<()> {
+        let count = self.uvarint(what)?;
+        if count as usize > self.remaining() {
+            return Err(CodecError::new(format!(
+                "{what}: {count} tagged fields, {} bytes left",
+                self.remaining()
+            )));
+        }
+        for _ in 0..count {
+            self.uvarint(what)?;
+            let size = self.uvarint(what)?;
+            self.take(size as usize, what)?;
+        }
+        Ok(())
+    }
+}
+
+/// The parts of a request header the handler uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub(crate) api_key: i16,
+    pub(crate) api_version: i16,
+    pub(crate) correlation_id: i32,
+}
+
+/// Reads a request header of `header_version` (1: client id; 2: client id and tagged fields) after
+/// the api key and version, which the caller has read. The client id is checked, not kept.
+pub(crate) fn read_header_rest(
+    r: &mut Reader<'_>,
+    api_key: i16,
+    api_version: i16,
+    header_version: i16,
+) -> ReadResult<Header> {
+    let correlation_id = r.i32("correlation_id")?;
+    if header_version >= 1 {
+        // A nullable, non-compact string even in header v2.
+        r.string(false, true, "client_id")?;
+    }
+    if header_version >= 2 {
+        r.tagged_fields("request header tagged fields")?;
+    }
+    Ok(Header {
+        api_key,
+        api_version,
+        correlation_id,
+    })
+}
+
+/// Starts a response: the response header (v0: correlation id; v1: plus an empty tagged-field
+/// section).
+pub(crate) fn response_header(correlation_id: i32, header_version: i16) -> BytesMut {
+    let mut buf = BytesMut::with_capacity(64);
+    buf.put_i32(correlation_id);
+    if header_version >= 1 {
+        buf.put_u8(0);
+    }
+    buf
+}
+
+/// Writes a non-compact string (`None` as null), refusing ones Kafka could not read.
+pub(crate) fn put_string(
+    buf: &mut BytesMut,
+    s: Option<&str>,
+    what: &str,
+) -> Result<(), CodecError> {
+    match s {
+        None => buf.put_i16(-1),
+        Some(s) => {
+            if s.len() > MAX_STRING_BYTES {
+                return Err(CodecError::new(format!(
+                    "{what} is too long to encode ({} bytes)",
+                    s.len()
+                )));
+            }
+            buf.put_i16(s.len() as i16);
+            buf.put_slice(s.as_bytes());
+        }
+    }
+    Ok(())
+}
+
+/// Writes a non-compact array length.
+pub(crate) fn put_array_len(buf: &mut BytesMut, len: usize, what: &str) -> Result<(), CodecError> {
+    let len = i32::try_from(len)
+        .map_err(|_| CodecError::new(format!("{what} is too long to encode ({len} items)")))?;
+    buf.put_i32(len);
+    Ok(())
+}
+
+/// Cuts `message` to at most [`MAX_STRING_BYTES`] bytes on a character boundary, so that an error
+/// message quoting a long name can always be encoded.
+pub(crate) fn fit_message(mut message: String) -> String {
+    if message.len() > MAX_STRING_BYTES {
+        let mut end = MAX_STRING_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints() {
+        assert_eq!(Reader::new(&[0x00]).uvarint("v"), Ok(0));
+        assert_eq!(Reader::new(&[0x96, 0x01]).uvarint("v"), Ok(150));
+        assert_eq!(
+            Reader::new(&[0xff, 0xff, 0xff, 0xff, 0x0f]).uvarint("v"),
+            Ok(u32::MAX)
+        );
+        assert!(Reader::new(&[0xff, 0xff, 0xff, 0xff, 0x8f, 0x01])
+            .uvarint("v")
+            .is_err());
+        assert!(Reader::new(&[0x80]).uvarint("v").is_err());
+    }
+
+    #[test]
+    fn counts_are_bounded_by_the_bytes_left() {
+        let huge = [0x7f, 0xff, 0xff, 0xff];
+        assert!(Reader::new(&huge).array_len(false, false, "a").is_err());
+        let compact_huge = [0xff, 0xff, 0xff, 0xff, 0x0f];
+        assert!(Reader::new(&compact_huge)
+            .array_len(true, false, "a")
+            .is_err());
+        assert_eq!(
+            Reader::new(&[0, 0, 0, 2, 1, 1]).array_len(false, false, "a"),
+            Ok(Some(2))
+        );
+        assert_eq!(
+            Reader::new(&[0xff, 0xff, 0xff, 0xff]).array_len(false, true, "a"),
+            Ok(None)
+        );
+        assert!(Reader::new(&[0xff, 0xff, 0xff, 0xfe])
+            .array_len(false, true, "a")
+            .is_err());
+    }
+
+    #[test]
+    fn strings() {
+        assert_eq!(
+            Reader::new(&[0, 2, b'h', b'i']).utf8(false, false, "s"),
+            Ok(Some("hi"))
+        );
+        assert_eq!(
+            Reader::new(&[0xff, 0xff]).string(false, true, "s"),
+            Ok(None)
+        );
+        assert!(Reader::new(&[0xff, 0xff])
+            .string(false, false, "s")
+            .is_err());
+        assert!(Reader::new(&[0, 3, b'h', b'i'])
+            .string(false, false, "s")
+            .is_err());
+        assert_eq!(
+            Reader::new(&[3, b'h', b'i']).utf8(true, false, "s"),
+            Ok(Some("hi"))
+        );
+        assert_eq!(Reader::new(&[0]).string(true, true, "s"), Ok(None));
+        assert!(Reader::new(&[0, 1, 0xff]).utf8(false, false, "s").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(request_size(10i32.to_be_bytes(), 100), Ok(10));
+        assert!(request_size((-1i32).to_be_bytes(), 100).is_err());
+        assert!(request_size(101i32.to_be_bytes(), 100).is_err());
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_boundary() {
+        let s = "é".repeat(20_000);
+        let cut = fit_message(s);
+        assert!(cut.len() <= MAX_STRING_BYTES);
+        assert_eq!(cut.len() % 2, 0);
+    }
+}

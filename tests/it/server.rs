@@ -1,0 +1,371 @@
+//! `kquotad` as a process: durability under SIGKILL, bad input on the socket, graceful shutdown.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+use kafka_protocol::messages::{
+    AlterClientQuotasRequest, ApiVersionsRequest, DescribeClientQuotasRequest, RequestHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+
+static DIRS: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh data directory under the target dir.
+fn data_dir() -> PathBuf {
+    let n = DIRS.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("kquotad-it-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A running `kquotad` on a free loopback port.
+struct Kquotad {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Kquotad {
+    fn start(dir: &Path, extra: &[&str]) -> Kquotad {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kquotad"))
+            .args(["--listeners", "PLAINTEXT://127.0.0.1:0", "--data-dir"])
+            .arg(dir)
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start kquotad");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("read kquotad's first line");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .parse()
+            .unwrap();
+        Kquotad { child, addr }
+    }
+
+    fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Kquotad {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal blocking Kafka client for one connection.
+struct Conn {
+    stream: TcpStream,
+    correlation: i32,
+}
+
+impl Conn {
+    fn open(addr: SocketAddr) -> Conn {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Conn {
+            stream,
+            correlation: 0,
+        }
+    }
+
+    fn send_raw(&mut self, frame: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(&(frame.len() as u32).to_be_bytes())?;
+        self.stream.write_all(frame)
+    }
+
+    /// Reads one response frame; `None` if the server closed the connection.
+    fn read_raw(&mut self) -> Option<Vec<u8>> {
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len).ok()?;
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        self.stream.read_exact(&mut body).ok()?;
+        Some(body)
+    }
+
+    fn frame<R: Request>(&mut self, req: &R, version: i16) -> Vec<u8> {
+        self.correlation += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation)
+            .with_client_id(Some(StrBytes::from_static_str("it")));
+        let mut buf = BytesMut::new();
+        header.encode(&mut buf, R::header_version(version)).unwrap();
+        req.encode(&mut buf, version).unwrap();
+        buf.to_vec()
+    }
+
+    fn call<R: Request>(&mut self, req: &R, version: i16) -> Option<R::Response> {
+        let frame = self.frame(req, version);
+        self.send_raw(&frame).ok()?;
+        let mut buf = bytes::Bytes::from(self.read_raw()?);
+        let header = kafka_protocol::messages::ResponseHeader::decode(
+            &mut buf,
+            R::Response::header_version(version),
+        )
+        .ok()?;
+        assert_eq!(header.correlation_id, self.correlation);
+        R::Response::decode(&mut buf, version).ok()
+    }
+}
+
+fn set_user(name: &str, value: f64) -> EntryData {
+    EntryData::default()
+        .with_entity(vec![EntityData::default()
+            .with_entity_type(StrBytes::from_static_str("user"))
+            .with_entity_name(Some(StrBytes::from_string(name.to_owned())))])
+        .with_ops(vec![OpData::default()
+            .with_key(StrBytes::from_static_str("producer_byte_rate"))
+            .with_value(value)])
+}
+
+/// Every configured `{user}` entity and its producer_byte_rate, via DescribeClientQuotas.
+fn users(conn: &mut Conn) -> Vec<(String, f64)> {
+    let req =
+        DescribeClientQuotasRequest::default().with_components(vec![ComponentData::default()
+            .with_entity_type(StrBytes::from_static_str("user"))
+            .with_match_type(2)
+            .with_match(None)]);
+    let resp = conn.call(&req, 1).expect("describe answered");
+    assert_eq!(resp.error_code, 0);
+    let mut out: Vec<(String, f64)> = resp
+        .entries
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| {
+            let name = e.entity[0].entity_name.as_ref().unwrap().to_string();
+            (name, e.values[0].value)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[test]
+fn no_acknowledged_alteration_is_lost_to_sigkill() {
+    let dir = data_dir();
+    let mut acked: Vec<(String, f64)> = Vec::new();
+    let mut next = 0u64;
+    // A cheap deterministic generator for kill delays: reproducible, yet varied.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for round in 0..12 {
+        let server = Kquotad::start(&dir, &[]);
+        let mut conn = Conn::open(server.addr);
+        // Everything acknowledged before is there, and nothing that was never sent.
+        let present = users(&mut conn);
+        let in_flight = format!("u{next:05}");
+        let mut expected = acked.clone();
+        if present.len() == acked.len() + 1 {
+            // The alteration in flight when the server died may have become durable.
+            expected.push((in_flight.clone(), next as f64 + 1.0));
+            acked.push((in_flight, next as f64 + 1.0));
+            next += 1;
+        }
+        expected.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(present, expected, "round {round}");
+
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let kill_after = Duration::from_millis(20 + seed % 150);
+        let addr = server.addr;
+        let writer = std::thread::spawn(move || {
+            let mut conn = Conn::open(addr);
+            let mut done = Vec::new();
+            let mut n = next;
+            loop {
+                let name = format!("u{n:05}");
+                let req = AlterClientQuotasRequest::default()
+                    .with_entries(vec![set_user(&name, n as f64 + 1.0)]);
+                match conn.call(&req, (n % 2) as i16) {
+                    Some(resp) => {
+                        assert_eq!(resp.entries[0].error_code, 0);
+                        done.push((name, n as f64 + 1.0));
+                        n += 1;
+                    }
+                    None => return done,
+                }
+            }
+        });
+        std::thread::sleep(kill_after);
+        server.kill();
+        let done = writer.join().unwrap();
+        next += done.len() as u64;
+        acked.extend(done);
+    }
+    eprintln!("{} acknowledged alterations survived 12 kills", acked.len());
+    assert!(
+        acked.len() > 12,
+        "the writer made progress ({} acks)",
+        acked.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_frames_close_only_their_connection() {
+    let dir = data_dir();
+    let server = Kquotad::start(&dir, &["--max-request-bytes", "1048576"]);
+    let healthy = |server: &Kquotad| {
+        let mut conn = Conn::open(server.addr);
+        let resp = conn
+            .call(&ApiVersionsRequest::default(), 0)
+            .expect("ApiVersions answered");
+        assert_eq!(resp.error_code, 0);
+    };
+    let closed = |conn: &mut Conn| assert!(conn.read_raw().is_none(), "connection stays open");
+
+    // A size prefix above socket.request.max.bytes, and a negative one.
+    for prefix in [2_000_000u32, u32::MAX] {
+        let mut conn = Conn::open(server.addr);
+        conn.stream.write_all(&prefix.to_be_bytes()).unwrap();
+        closed(&mut conn);
+        healthy(&server);
+    }
+    // An unknown API key, and a served API at a version it does not serve.
+    for (key, version) in [(999i16, 0i16), (48, 7), (49, -1)] {
+        let mut conn = Conn::open(server.addr);
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&key.to_be_bytes());
+        frame.extend_from_slice(&version.to_be_bytes());
+        frame.extend_from_slice(&1i32.to_be_bytes());
+        frame.extend_from_slice(&(-1i16).to_be_bytes());
+        conn.send_raw(&frame).unwrap();
+        closed(&mut conn);
+    }
+    // A truncated body: an alteration whose entry count promises more than the frame holds.
+    {
+        let mut conn = Conn::open(server.addr);
+        let req = AlterClientQuotasRequest::default().with_entries(vec![set_user("x", 1.0)]);
+        let mut frame = conn.frame(&req, 0);
+        frame.truncate(frame.len() - 5);
+        conn.send_raw(&frame).unwrap();
+        closed(&mut conn);
+    }
+    // A huge array count with nothing behind it.
+    {
+        let mut conn = Conn::open(server.addr);
+        let mut frame = conn.frame(&AlterClientQuotasRequest::default(), 0);
+        let n = frame.len();
+        frame[n - 5..n - 1].copy_from_slice(&i32::MAX.to_be_bytes());
+        conn.send_raw(&frame).unwrap();
+        closed(&mut conn);
+    }
+    // A peer that sends half a size prefix and leaves.
+    {
+        let mut conn = Conn::open(server.addr);
+        conn.stream.write_all(&[0, 0]).unwrap();
+    }
+    healthy(&server);
+    // Nothing above reached the store.
+    let mut conn = Conn::open(server.addr);
+    assert!(users(&mut conn).is_empty());
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let dir = data_dir();
+    let server = Kquotad::start(&dir, &[]);
+    let mut conn = Conn::open(server.addr);
+    let mut frames = Vec::new();
+    for i in 0..20 {
+        let req = AlterClientQuotasRequest::default()
+            .with_entries(vec![set_user(&format!("p{i:02}"), 1.0)]);
+        frames.push(conn.frame(&req, 1));
+    }
+    for f in &frames {
+        conn.send_raw(f).unwrap();
+    }
+    for i in 1..=20 {
+        let mut buf = bytes::Bytes::from(conn.read_raw().expect("answered"));
+        let header = kafka_protocol::messages::ResponseHeader::decode(&mut buf, 1).unwrap();
+        assert_eq!(header.correlation_id, i);
+    }
+    assert_eq!(users(&mut conn).len(), 20);
+}
+
+#[test]
+fn sigterm_stops_gracefully() {
+    let dir = data_dir();
+    let mut server = Kquotad::start(&dir, &[]);
+    let mut conn = Conn::open(server.addr);
+    let req = AlterClientQuotasRequest::default().with_entries(vec![set_user("t", 5.0)]);
+    assert_eq!(conn.call(&req, 1).unwrap().entries[0].error_code, 0);
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "exit status {status}");
+    let server = Kquotad::start(&dir, &[]);
+    let mut conn = Conn::open(server.addr);
+    assert_eq!(users(&mut conn), vec![("t".to_owned(), 5.0)]);
+}
+
+#[test]
+fn bad_flags_and_files_exit_with_a_message() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kquotad"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["--listeners", "SSL://127.0.0.1:9093"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("expected PLAINTEXT://host:port"), "{err}");
+    let (code, err) = run(&["--sub-quota-policy", "strict"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("unknown sub-quota policy 'strict' (expected kip55 or kafka)"),
+        "{err}"
+    );
+    let (code, err) = run(&["--broker-count", "0"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("kquota.broker.count=0: must be a whole number ≥ 1"),
+        "{err}"
+    );
+    let file = data_dir().with_extension("properties");
+    std::fs::write(
+        &file,
+        "listeners=PLAINTEXT://127.0.0.1:0
+this line is wrong
+",
+    )
+    .unwrap();
+    let (code, err) = run(&["--config", file.to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("line 2: expected key=value"), "{err}");
+    let (code, err) = run(&["--config", "/nonexistent/kquotad.properties"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("cannot read /nonexistent/kquotad.properties"),
+        "{err}"
+    );
+}
