@@ -1,14 +1,14 @@
 //! Alterations: batches of per-entity set / remove ops, validated as Apache Kafka's controller does,
 //! plus the sub-quota rules of the `kip55` policy.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
 use crate::engine::SubQuotaPolicy;
 use crate::entity::{Entity, EntityName, EntityType, Name};
 use crate::error::{ApiError, ParseError};
 use crate::key::{format_value, QuotaKey, ValueKind};
-use crate::state::{self, new_map, NodeQuotas, State, UserClients, UserNode};
+use crate::state::{self, new_map, KeyMask, NodeQuotas, State, UserClients, UserNode};
 
 /// One component of an entity as a request names it: a type and a name (`None` for the default).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -193,10 +193,12 @@ fn java_map_order(keys: &[&str]) -> Vec<usize> {
     // HashMap(n) starts at the next power of two >= n and doubles whenever size > 0.75 × capacity.
     let mut capacity = keys.len().max(1).next_power_of_two();
     let mut distinct: Vec<(&str, usize)> = Vec::new();
+    let mut position: HashMap<&str, usize> = HashMap::with_capacity(keys.len());
     for (i, key) in keys.iter().enumerate() {
-        match distinct.iter_mut().find(|(k, _)| k == key) {
-            Some(slot) => slot.1 = i,
+        match position.get(key) {
+            Some(&slot) => distinct[slot].1 = i,
             None => {
+                position.insert(key, distinct.len());
                 distinct.push((key, i));
                 while distinct.len() > capacity * 3 / 4 {
                     capacity *= 2;
@@ -214,14 +216,16 @@ fn java_map_order(keys: &[&str]) -> Vec<usize> {
 fn validate(state: &State, alteration: &Alteration) -> Result<Change, ApiError> {
     // Kafka first folds the ops into a map; a key named twice fails the whole entity.
     let mut normalized: Vec<Result<QuotaKey, &str>> = Vec::with_capacity(alteration.ops.len());
+    let mut seen_text: HashSet<&str> = HashSet::with_capacity(alteration.ops.len());
+    let mut seen_keys: KeyMask = 0;
     for op in &alteration.ops {
         let key = op.key.parse::<QuotaKey>().map_err(|_| op.key.as_str());
-        let repeated = normalized
-            .iter()
-            .zip(&alteration.ops)
-            .any(|(k, o)| o.key == op.key || matches!((k, &key), (Ok(a), Ok(b)) if a == b));
-        if repeated {
+        let repeated_key = matches!(key, Ok(k) if seen_keys & (1 << k.index()) != 0);
+        if !seen_text.insert(op.key.as_str()) || repeated_key {
             return Err(duplicate_entity(&alteration.entity));
+        }
+        if let Ok(k) = key {
+            seen_keys |= 1 << k.index();
         }
         normalized.push(key);
     }
@@ -265,11 +269,8 @@ fn validate_entity(parts: &[EntityPart]) -> Result<Entity, ApiError> {
     }
     let mut typed: Vec<(EntityType, EntityName)> = Vec::with_capacity(parts.len());
     let types: Vec<&str> = parts.iter().map(|p| p.entity_type.as_str()).collect();
-    if let Some(dup) = types
-        .iter()
-        .enumerate()
-        .find(|(i, t)| types[..*i].contains(t))
-    {
+    let mut seen: HashSet<&str> = HashSet::with_capacity(types.len());
+    if let Some(dup) = types.iter().enumerate().find(|(_, t)| !seen.insert(t)) {
         // Kafka's wire parsing folds repeated types into a map before this check can see them; a library
         // caller gets Kafka's message for the case.
         return Err(ApiError::invalid_request(format!(
