@@ -2,6 +2,9 @@
 //! plus the sub-quota rules of the `kip55` policy.
 
 use std::collections::{HashMap, HashSet};
+
+/// A map with the fast hasher: batches are validated under the writer lock.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::net::IpAddr;
 
 use crate::engine::SubQuotaPolicy;
@@ -116,10 +119,15 @@ pub(crate) fn plan(state: &State, batch: &[Alteration], policy: SubQuotaPolicy) 
     let mut errors: Vec<Option<ApiError>> = vec![None; batch.len()];
     // Every copy of a repeated entity is refused (Kafka keeps the first copy's changes but reports an
     // error for it; we apply nothing that we report as failed).
-    let mut seen: HashMap<Vec<EntityPart>, usize> = HashMap::new();
+    let mut seen: FastMap<Vec<(&str, Option<&str>)>, usize> =
+        FastMap::with_capacity_and_hasher(batch.len(), Default::default());
     for (i, alteration) in batch.iter().enumerate() {
-        let mut key = alteration.entity.clone();
-        key.sort();
+        let mut key: Vec<(&str, Option<&str>)> = alteration
+            .entity
+            .iter()
+            .map(|p| (p.entity_type.as_str(), p.name.as_deref()))
+            .collect();
+        key.sort_unstable();
         if let Some(&first) = seen.get(&key) {
             let error = duplicate_entity(&alteration.entity);
             errors[first] = Some(error.clone());
@@ -190,6 +198,9 @@ fn java_map_order(keys: &[&str]) -> Vec<usize> {
             as u32;
         h ^ (h >> 16)
     }
+    if keys.len() <= 1 {
+        return (0..keys.len()).collect();
+    }
     // HashMap(n) starts at the next power of two >= n and doubles whenever size > 0.75 × capacity.
     let mut capacity = keys.len().max(1).next_power_of_two();
     let mut distinct: Vec<(&str, usize)> = Vec::new();
@@ -216,12 +227,18 @@ fn java_map_order(keys: &[&str]) -> Vec<usize> {
 fn validate(state: &State, alteration: &Alteration) -> Result<Change, ApiError> {
     // Kafka first folds the ops into a map; a key named twice fails the whole entity.
     let mut normalized: Vec<Result<QuotaKey, &str>> = Vec::with_capacity(alteration.ops.len());
-    let mut seen_text: HashSet<&str> = HashSet::with_capacity(alteration.ops.len());
+    let mut seen_text: HashSet<&str, foldhash::fast::RandomState> = HashSet::default();
     let mut seen_keys: KeyMask = 0;
-    for op in &alteration.ops {
+    for (i, op) in alteration.ops.iter().enumerate() {
         let key = op.key.parse::<QuotaKey>().map_err(|_| op.key.as_str());
         let repeated_key = matches!(key, Ok(k) if seen_keys & (1 << k.index()) != 0);
-        if !seen_text.insert(op.key.as_str()) || repeated_key {
+        // Few ops is the rule: a scan beats hashing; many ops must not be quadratic.
+        let repeated_text = if alteration.ops.len() <= 16 {
+            alteration.ops[..i].iter().any(|o| o.key == op.key)
+        } else {
+            !seen_text.insert(op.key.as_str())
+        };
+        if repeated_text || repeated_key {
             return Err(duplicate_entity(&alteration.entity));
         }
         if let Ok(k) = key {
@@ -430,13 +447,13 @@ fn enforce_sub_quotas(
     errors: &mut [Option<ApiError>],
 ) {
     loop {
-        let mut by_owner: HashMap<&EntityName, Vec<&Change>> = HashMap::new();
+        let mut by_owner: FastMap<&EntityName, Vec<&Change>> = FastMap::default();
         for (_, c) in candidates.iter() {
             if let Some(u) = owner(&c.entity) {
                 by_owner.entry(u).or_default().push(c);
             }
         }
-        let mut violations: HashMap<(EntityName, QuotaKey), String> = HashMap::new();
+        let mut violations: FastMap<(EntityName, QuotaKey), String> = FastMap::default();
         for (user, changes) in &by_owner {
             for key in QuotaKey::SUB_QUOTA_KEYS {
                 if changes.iter().any(|c| changes_key(c, key)) {
@@ -480,9 +497,34 @@ fn check_group(
     user: &EntityName,
     key: QuotaKey,
 ) -> Option<String> {
-    let s = state::sub_index(key.index()).expect("sub-quota key");
+    let mut total = None;
+    let mut total_changed = false;
+    let mut default_sub = None;
+    let mut default_changed = false;
+    let mut delta: i128 = 0;
+    for c in changes {
+        match &c.entity {
+            Entity::User(_) => {
+                total = value_of(&c.new, key);
+                total_changed = true;
+            }
+            Entity::UserClient(_, EntityName::Default) => {
+                default_sub = value_of(&c.new, key);
+                default_changed = true;
+            }
+            Entity::UserClient(_, EntityName::Named(_)) => {
+                delta += value_of(&c.new, key).unwrap_or(0.0) as i128;
+                delta -= value_of(&c.old, key).unwrap_or(0.0) as i128;
+            }
+            _ => {}
+        }
+    }
     let total_entity = Entity::User(user.clone());
-    let default_entity = Entity::UserClient(user.clone(), EntityName::Default);
+    if !total_changed {
+        total = current_value(state, &total_entity, key);
+    }
+    let total = total?;
+    let s = state::sub_index(key.index()).expect("sub-quota key");
     let base_sum = match user {
         EntityName::Named(u) => state
             .users
@@ -491,20 +533,7 @@ fn check_group(
             .map_or(0, |c| c.sums[s]),
         EntityName::Default => state.default_user_sums[s],
     };
-    let after = |entity: &Entity| -> Option<f64> {
-        match changes.iter().find(|c| &c.entity == entity) {
-            Some(c) => value_of(&c.new, key),
-            None => value_of(&current(state, entity), key),
-        }
-    };
-    let mut sum = base_sum as i128;
-    for c in changes {
-        if let Entity::UserClient(_, EntityName::Named(_)) = &c.entity {
-            sum += value_of(&c.new, key).unwrap_or(0.0) as i128;
-            sum -= value_of(&c.old, key).unwrap_or(0.0) as i128;
-        }
-    }
-    let total = after(&total_entity)?;
+    let sum = base_sum as i128 + delta;
     if sum as f64 > total {
         return Some(format!(
             "The sub-quotas of {total_entity} for {key} would sum to {}, which exceeds the total {} of \
@@ -513,13 +542,22 @@ fn check_group(
             Num(total),
         ));
     }
-    let d = after(&default_entity).filter(|d| *d > total)?;
+    let default_entity = Entity::UserClient(user.clone(), EntityName::Default);
+    if !default_changed {
+        default_sub = current_value(state, &default_entity, key);
+    }
+    let d = default_sub.filter(|d| *d > total)?;
     Some(format!(
         "The sub-quota of {default_entity} for {key} would be {}, which exceeds the total {} of \
          {total_entity}",
         Num(d),
         Num(total),
     ))
+}
+
+/// The value of one key of an entity in a snapshot, without copying its other keys.
+fn current_value(state: &State, entity: &Entity, key: QuotaKey) -> Option<f64> {
+    locate(state, entity).and_then(|(q, slot)| q.get(slot, key.index()))
 }
 
 /// Prints a number as quota values print.
