@@ -569,6 +569,75 @@ impl std::fmt::Display for Num {
     }
 }
 
+/// Validates and applies a whole configuration to an empty state in one pass: the bulk path for loading a
+/// store at start-up. Each entity gets the checks an alteration setting its keys would get (key allowed
+/// for the entity, value rules, a valid IP), and under `kip55` every user node is checked against the
+/// sub-quota rules once everything is in. Returns the first entity refused.
+pub(crate) fn load(
+    state: &mut State,
+    entries: Vec<(Entity, Vec<(QuotaKey, f64)>)>,
+    policy: SubQuotaPolicy,
+) -> Result<(), (Entity, ApiError)> {
+    let mut changes = Vec::with_capacity(entries.len());
+    for (entity, mut quotas) in entries {
+        if let Some(error) = check_entry(&entity, &quotas) {
+            return Err((entity, error));
+        }
+        quotas.sort_by_key(|(k, _)| *k);
+        changes.push(Change {
+            entity,
+            old: Vec::new(),
+            new: quotas,
+        });
+    }
+    apply(state, &changes);
+    if policy == SubQuotaPolicy::Kip55 {
+        let mut users: Vec<&EntityName> = changes.iter().filter_map(|c| owner(&c.entity)).collect();
+        users.sort_unstable();
+        users.dedup();
+        for user in users {
+            for key in QuotaKey::SUB_QUOTA_KEYS {
+                // With no pending changes, the rule is judged on the built state itself.
+                if let Some(msg) = check_group(state, &[], user, key) {
+                    return Err((Entity::User(user.clone()), ApiError::policy_violation(msg)));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The checks an alteration setting `quotas` on `entity` would make.
+fn check_entry(entity: &Entity, quotas: &[(QuotaKey, f64)]) -> Option<ApiError> {
+    if let Some(EntityName::Named(ip)) = entity.ip() {
+        if ip.as_str().parse::<IpAddr>().is_err() {
+            return Some(ApiError::invalid_request(format!(
+                "{} is not a valid IP or resolvable host.",
+                ip.as_str()
+            )));
+        }
+    }
+    let mut seen: KeyMask = 0;
+    for (key, value) in quotas {
+        let text = key.to_string();
+        if key.is_ip_key() != entity.is_ip() {
+            return Some(ApiError::invalid_request(format!(
+                "Invalid configuration key {text}"
+            )));
+        }
+        if seen & (1 << key.index()) != 0 {
+            return Some(ApiError::invalid_request(format!(
+                "Duplicate quota key {text}"
+            )));
+        }
+        seen |= 1 << key.index();
+        if let Err(e) = validate_value(*key, &text, *value) {
+            return Some(e);
+        }
+    }
+    None
+}
+
 /// Applies validated changes to `state` (path-copying what they touch).
 pub(crate) fn apply(state: &mut State, changes: &[Change]) {
     use state::{CLIENT, DEFAULT_USER_CLIENT, ONLY, USER, USER_DEFAULT_CLIENT};

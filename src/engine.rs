@@ -269,6 +269,33 @@ impl Engine {
         Ok(results)
     }
 
+    /// Loads a whole configuration into an empty engine in one pass (the start-up path of a durable
+    /// store): every entity gets the checks an alteration setting its keys would get, and under `kip55`
+    /// the sub-quota rules are checked once everything is in. Nothing is applied unless everything is
+    /// valid. Returns the number of entities loaded, or the first entity refused and why.
+    pub fn load(
+        &self,
+        entries: Vec<(Entity, Vec<(QuotaKey, f64)>)>,
+    ) -> Result<usize, (Entity, crate::error::ApiError)> {
+        let _writer = self.writer.lock();
+        let current = self.state.load_full();
+        if current.entity_count != 0 {
+            return Err((
+                entries
+                    .first()
+                    .map(|(e, _)| e.clone())
+                    .unwrap_or(Entity::ClientId(crate::entity::EntityName::Default)),
+                crate::error::ApiError::invalid_request("load needs an empty engine"),
+            ));
+        }
+        let count = entries.len();
+        let mut next = State::default();
+        alter::load(&mut next, entries, self.policy)?;
+        self.state.store(Arc::new(next));
+        self.commits.fetch_add(1, Ordering::AcqRel);
+        Ok(count)
+    }
+
     /// Registers `f` to hear of every later commit: one call per commit, with one notification per
     /// changed entity. Commits carry increasing `seq` numbers, so a subscriber can order deliveries that
     /// race between threads.

@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableTable, TableDefinition};
 
-use crate::alter::Alteration;
 use crate::engine::{Engine, EntityChange};
 use crate::entity::Entity;
 use crate::key::QuotaKey;
@@ -20,9 +19,6 @@ const QUOTAS: TableDefinition<&str, &[u8]> = TableDefinition::new("quotas");
 
 /// The database file inside a data directory.
 pub const DB_FILE: &str = "kquota.redb";
-
-/// Entities loaded per alteration batch at start-up.
-const LOAD_BATCH: usize = 10_000;
 
 /// Why the store failed.
 #[derive(Debug)]
@@ -115,34 +111,16 @@ impl Store {
         Ok(out)
     }
 
-    /// Loads everything stored into `engine` through the same validation as an alteration; returns how
-    /// many entities were loaded. Any refused entry stops the load with [`StoreError::Invalid`].
+    /// Loads everything stored into an empty `engine` through the checks an alteration would make;
+    /// returns how many entities were loaded. A refused entry stops the load with
+    /// [`StoreError::Invalid`] and leaves the engine empty.
     pub fn load_into(&self, engine: &Engine) -> Result<usize, StoreError> {
-        let entries = self.entries()?;
-        let count = entries.len();
-        // Totals first, so that under `kip55` sub-quotas are checked against them as they arrive.
-        let (totals, rest): (Vec<_>, Vec<_>) = entries
-            .into_iter()
-            .partition(|(e, _)| matches!(e, Entity::User(_)));
-        for chunk in totals.chunks(LOAD_BATCH).chain(rest.chunks(LOAD_BATCH)) {
-            let batch: Vec<Alteration> = chunk
-                .iter()
-                .map(|(entity, quotas)| {
-                    quotas
-                        .iter()
-                        .fold(Alteration::new(entity), |a, (k, v)| a.set(k, *v))
-                })
-                .collect();
-            for (result, (entity, _)) in engine.alter(&batch, false).into_iter().zip(chunk) {
-                if let Some(error) = result.error {
-                    return Err(StoreError::Invalid {
-                        entity: entity.to_string(),
-                        error: error.to_string(),
-                    });
-                }
-            }
-        }
-        Ok(count)
+        engine
+            .load(self.entries()?)
+            .map_err(|(entity, error)| StoreError::Invalid {
+                entity: entity.to_string(),
+                error: error.to_string(),
+            })
     }
 
     /// Writes a batch of changes in one durable transaction (fsync before returning).
@@ -202,6 +180,7 @@ fn decode(mut bytes: &[u8]) -> Result<Vec<(QuotaKey, f64)>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alter::Alteration;
     use crate::entity::EntityName;
 
     #[test]

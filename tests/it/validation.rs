@@ -458,3 +458,76 @@ fn a_failed_persist_applies_nothing() {
     assert!(ok.unwrap()[0].error.is_none());
     assert_eq!(engine.generation(), 1);
 }
+
+#[test]
+fn bulk_load_checks_what_an_alteration_checks() {
+    use kquota::QuotaKey as K;
+    let load = |policy, entries: Vec<(Entity, Vec<(K, f64)>)>| {
+        Engine::builder()
+            .policy(policy)
+            .build()
+            .unwrap()
+            .load(entries)
+    };
+    let ok = vec![
+        (Entity::User(n("u")), vec![(K::PRODUCER_BROKER_BPS, 100.0)]),
+        (uc("u", "a"), vec![(K::PRODUCER_BROKER_BPS, 60.0)]),
+        (
+            Entity::Ip(n("10.0.0.1")),
+            vec![(K::CONNECTION_CREATION_RATE, 5.0)],
+        ),
+    ];
+    let engine = Engine::new();
+    assert_eq!(engine.load(ok.clone()), Ok(3));
+    assert_eq!(
+        engine
+            .resolve("u", "b")
+            .get(K::PRODUCER_BROKER_BPS)
+            .unwrap()
+            .limit,
+        40.0
+    );
+    // A second load into a non-empty engine is refused.
+    assert!(engine.load(ok).is_err());
+
+    let bad_value = vec![(Entity::User(n("u")), vec![(K::PRODUCER_BROKER_BPS, 1.5)])];
+    let (entity, error) = load(SubQuotaPolicy::Kip55, bad_value).unwrap_err();
+    assert_eq!(entity, Entity::User(n("u")));
+    assert_eq!(
+        error.message,
+        "producer_byte_rate cannot be a fractional value."
+    );
+
+    let bad_key = vec![(
+        Entity::User(n("u")),
+        vec![(K::CONNECTION_CREATION_RATE, 1.0)],
+    )];
+    let (_, error) = load(SubQuotaPolicy::Kip55, bad_key).unwrap_err();
+    assert_eq!(
+        error.message,
+        "Invalid configuration key connection_creation_rate"
+    );
+
+    let bad_ip = vec![(
+        Entity::Ip(n("nope")),
+        vec![(K::CONNECTION_CREATION_RATE, 1.0)],
+    )];
+    let (_, error) = load(SubQuotaPolicy::Kip55, bad_ip).unwrap_err();
+    assert_eq!(error.message, "nope is not a valid IP or resolvable host.");
+
+    let over = vec![
+        (Entity::User(n("u")), vec![(K::PRODUCER_BROKER_BPS, 100.0)]),
+        (uc("u", "a"), vec![(K::PRODUCER_BROKER_BPS, 70.0)]),
+        (uc("u", "b"), vec![(K::PRODUCER_BROKER_BPS, 70.0)]),
+    ];
+    let (entity, error) = load(SubQuotaPolicy::Kip55, over.clone()).unwrap_err();
+    assert_eq!(entity, Entity::User(n("u")));
+    assert_eq!(error.code, ErrorCode::POLICY_VIOLATION);
+    assert!(
+        error.message.contains("would sum to 140"),
+        "{}",
+        error.message
+    );
+    // The kafka policy has no such rule.
+    assert_eq!(load(SubQuotaPolicy::Kafka, over), Ok(3));
+}
