@@ -368,14 +368,13 @@ fn validate_value(key: QuotaKey, text: &str, value: f64) -> Result<(), ApiError>
             ))
         })
     };
-    // Kafka's test: `Math.abs(value % 1.0) > 1e-6` (so 5.0000001 passes and 4.9999999 does not).
-    let integral = || {
-        ((value % 1.0).abs() > 1e-6)
-            .then(|| ApiError::invalid_request(format!("{text} cannot be a fractional value.")))
-    };
+    let fractional = || ApiError::invalid_request(format!("{text} cannot be a fractional value."));
+    // Kafka's own test: `Math.abs(value % 1.0) > 1e-6`.
+    let kafka_fraction = || ((value % 1.0).abs() > 1e-6).then(fractional);
+    let whole = kind != ValueKind::Double;
     let kafka_error = match kind {
-        ValueKind::Long => too_large(i64::MAX as f64, "a LONG").or_else(integral),
-        ValueKind::Int => too_large(i32::MAX as f64, "an INT").or_else(integral),
+        ValueKind::Long => too_large(i64::MAX as f64, "a LONG").or_else(kafka_fraction),
+        ValueKind::Int => too_large(i32::MAX as f64, "an INT").or_else(kafka_fraction),
         ValueKind::Double => None,
     };
     if let Some(e) = kafka_error {
@@ -385,6 +384,11 @@ fn validate_value(key: QuotaKey, text: &str, value: f64) -> Result<(), ApiError>
         return Err(ApiError::invalid_request(format!(
             "Quota {text} must be a finite number"
         )));
+    }
+    // Kafka's test lets 5.0000001 and 1e-300 through as whole numbers; kquota refuses every fraction
+    // (with Kafka's message) so that sub-quota sums and remainders are exact integer arithmetic.
+    if whole && value.fract() != 0.0 {
+        return Err(fractional());
     }
     Ok(())
 }
@@ -534,7 +538,8 @@ fn check_group(
         EntityName::Default => state.default_user_sums[s],
     };
     let sum = base_sum as i128 + delta;
-    if sum as f64 > total {
+    // Byte rates are whole numbers up to 2^63: compare exactly.
+    if sum > total as i128 {
         return Some(format!(
             "The sub-quotas of {total_entity} for {key} would sum to {}, which exceeds the total {} of \
              {total_entity}",
@@ -687,7 +692,7 @@ pub(crate) fn apply(state: &mut State, changes: &[Change]) {
 /// Moves a user node's sub-quota sums from a change's old values to its new ones.
 fn adjust_sums(sums: &mut state::SubSums, change: &Change) {
     for (s, key) in QuotaKey::SUB_QUOTA_KEYS.iter().enumerate() {
-        // Byte-rate values are validated whole numbers that fit an i64, so these casts are exact.
+        // Byte-rate values are validated whole numbers up to 2^63, so these casts are exact.
         let old = value_of(&change.old, *key).unwrap_or(0.0) as u128;
         let new = value_of(&change.new, *key).unwrap_or(0.0) as u128;
         sums[s] = sums[s] - old + new;

@@ -183,15 +183,11 @@ pub(crate) fn sub_index(key: usize) -> Option<usize> {
         .position(|k| k.index() == key)
 }
 
-/// `total − sum`, never below zero: the KIP-55 remainder.
+/// `total − sum`, never below zero: the KIP-55 remainder, computed exactly (totals are whole numbers up
+/// to 2^63) and rounded to `f64` once.
 #[inline]
 pub(crate) fn remainder(total: f64, sum: u128) -> f64 {
-    let sum = sum as f64;
-    if sum >= total {
-        0.0
-    } else {
-        total - sum
-    }
+    (total as u128).saturating_sub(sum) as f64
 }
 
 #[cfg(test)]
@@ -229,6 +225,8 @@ mod tests {
     #[test]
     fn remainder_saturates() {
         assert_eq!(remainder(100.0, 30), 70.0);
+        // Exact above 2^53: 2^62 − (2^62 − 1023) is 1023, not a rounding of it.
+        assert_eq!(remainder(2f64.powi(62), (1u128 << 62) - 1023), 1023.0);
         assert_eq!(remainder(100.0, 100), 0.0);
         assert_eq!(remainder(100.0, 130), 0.0);
     }

@@ -128,7 +128,7 @@ impl Oracle {
     }
 
     /// A copy with `changes` applied.
-    pub(crate) fn with(&self, changes: &[(Entity, Vec<(QuotaKey, Option<f64>)>)]) -> Oracle {
+    pub(crate) fn with(&self, changes: &[Change]) -> Oracle {
         let mut next = self.clone();
         for (entity, ops) in changes {
             next.apply(entity, ops);
@@ -382,7 +382,7 @@ impl Oracle {
         for listed in &mut out {
             listed.quotas.sort_by_key(|(k, _)| k.index());
         }
-        out.sort_by(|a, b| list_order(&a.entity).cmp(&list_order(&b.entity)));
+        out.sort_by_key(|l| list_order(&l.entity));
         out
     }
 }
@@ -459,8 +459,9 @@ fn exact_sum(values: &[f64]) -> Option<u128> {
     values.iter().map(|v| whole(*v)).sum()
 }
 
-/// total − Σ subs, floored at 0, computed exactly and rounded once. Byte rates are whole numbers; the
-/// float fallback only serves values validation should not have let through.
+/// total − Σ subs, floored at 0, computed exactly and rounded once. Byte rates are whole numbers, except
+/// the tiny fractions (≤ 1e-6) that Kafka's integer test lets through; those are summed in floating
+/// point, which is close enough to tell a fraction from its truncation.
 pub(crate) fn remainder(total: f64, subs: &[f64]) -> f64 {
     match (whole(total), exact_sum(subs)) {
         (Some(t), Some(s)) => {
@@ -482,7 +483,7 @@ pub(crate) fn within(total: f64, subs: &[f64]) -> bool {
     }
 }
 
-// ----- validation (what DESIGN.md's Alterations section accepts) -----
+// ----- validation (DESIGN.md's Alterations section, with the Kafka quirks docs/semantics.md keeps) -----
 
 /// One alteration as the oracle understands it: the entity and its ops with parsed keys.
 pub(crate) type Change = (Entity, Vec<(QuotaKey, Option<f64>)>);
@@ -525,13 +526,17 @@ pub(crate) fn parse_entity(parts: &[EntityPart]) -> Result<Entity, String> {
     }
 }
 
-/// The key a spelling names, if it is allowed on `entity`.
-pub(crate) fn parse_key(text: &str, entity: &Entity) -> Result<QuotaKey, String> {
-    let key = KEY_SPELLINGS
+/// The key a spelling names, whatever the entity.
+pub(crate) fn key_named(text: &str) -> Option<QuotaKey> {
+    KEY_SPELLINGS
         .iter()
         .find(|(s, _)| *s == text)
         .map(|(_, k)| *k)
-        .ok_or_else(|| format!("unknown key {text:?}"))?;
+}
+
+/// The key a spelling names, if it may be set on `entity`.
+pub(crate) fn parse_key(text: &str, entity: &Entity) -> Result<QuotaKey, String> {
+    let key = key_named(text).ok_or_else(|| format!("unknown key {text:?}"))?;
     let ip_key = key == QuotaKey::CONNECTION_CREATION_RATE;
     if ip_key != matches!(entity, Entity::Ip(_)) {
         return Err(format!("{text} is not allowed on {entity}"));
@@ -539,45 +544,53 @@ pub(crate) fn parse_key(text: &str, entity: &Entity) -> Result<QuotaKey, String>
     Ok(key)
 }
 
-/// Whether `value` is acceptable for `key`: > 0 and finite; byte rates and connection rates whole
-/// numbers; byte rates at most Kafka's LONG bound (compared as a double, as Kafka does), connection
-/// rates at most i32::MAX.
+/// Whether `value` may be set for `key`: finite and > 0; byte rates and connection rates at most 2^63
+/// and 2^31 − 1, and whole numbers (docs/semantics.md: stricter than Kafka's `|value % 1| <= 1e-6`).
 pub(crate) fn check_value(key: QuotaKey, value: f64) -> Result<(), String> {
-    if value.is_nan() || value <= 0.0 || value.is_infinite() {
+    if !(value.is_finite() && value > 0.0) {
         return Err(format!("{value} is not finite and > 0"));
     }
-    let byte_rate = !matches!(
-        key,
-        QuotaKey::REQUEST_PERCENTAGE
-            | QuotaKey::CONTROLLER_MUTATION_RATE
-            | QuotaKey::CONNECTION_CREATION_RATE
-    );
-    let whole_key = byte_rate || key == QuotaKey::CONNECTION_CREATION_RATE;
-    if whole_key && value.fract() != 0.0 {
-        return Err(format!("{value} is not a whole number"));
+    let bound = match key {
+        QuotaKey::REQUEST_PERCENTAGE | QuotaKey::CONTROLLER_MUTATION_RATE => return Ok(()),
+        QuotaKey::CONNECTION_CREATION_RATE => 2_147_483_647.0,
+        _ => 2f64.powi(63),
+    };
+    if value > bound {
+        return Err(format!("{value} is above {bound}"));
     }
-    if byte_rate && value > i64::MAX as f64 {
-        return Err(format!("{value} is too large for a LONG"));
-    }
-    if key == QuotaKey::CONNECTION_CREATION_RATE && value > f64::from(i32::MAX) {
-        return Err(format!("{value} is too large for an INT"));
+    if value.fract() != 0.0 {
+        return Err(format!("{value} is fractional"));
     }
     Ok(())
 }
 
 /// One alteration checked on its own: its entity and parsed ops, or why it is INVALID_REQUEST.
 pub(crate) fn check_alteration(alteration: &Alteration) -> Result<Change, String> {
+    // A key named twice (the same text, or two spellings of one key) fails the entity, removals included.
+    for (i, a) in alteration.ops.iter().enumerate() {
+        for b in &alteration.ops[..i] {
+            let same_key = key_named(&a.key).is_some() && key_named(&a.key) == key_named(&b.key);
+            if a.key == b.key || same_key {
+                return Err(format!("key {} named twice", a.key));
+            }
+        }
+    }
     let entity = parse_entity(&alteration.entity)?;
     let mut ops: Vec<(QuotaKey, Option<f64>)> = Vec::new();
     for op in &alteration.ops {
-        let key = parse_key(&op.key, &entity)?;
-        if ops.iter().any(|(k, _)| *k == key) {
-            return Err(format!("duplicate key {}", op.key));
+        match op.value {
+            // Removing a key that is not set, or cannot be, is a no-op.
+            None => {
+                if let Some(key) = key_named(&op.key) {
+                    ops.push((key, None));
+                }
+            }
+            Some(v) => {
+                let key = parse_key(&op.key, &entity)?;
+                check_value(key, v)?;
+                ops.push((key, Some(v)));
+            }
         }
-        if let Some(v) = op.value {
-            check_value(key, v)?;
-        }
-        ops.push((key, op.value));
     }
     Ok((entity, ops))
 }

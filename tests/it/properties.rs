@@ -102,24 +102,45 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![12 => client, 1 => ip]
 }
 
-/// The broker settings of the engine under test: `(broker count, producer capacity)`.
-fn broker() -> impl Strategy<Value = (u32, Option<f64>)> {
-    (1u32..=4, prop::option::of(Just(1000.0)))
+/// The broker settings of the engine under test.
+fn broker() -> impl Strategy<Value = BrokerView> {
+    (
+        1u32..=4,
+        prop::option::of(Just(1000.0)),
+        prop::option::of(Just(500.0)),
+    )
+        .prop_map(
+            |(broker_count, producer_capacity, consumer_capacity)| BrokerView {
+                broker_count,
+                producer_capacity,
+                consumer_capacity,
+            },
+        )
 }
 
-fn build(policy: SubQuotaPolicy, (brokers, capacity): (u32, Option<f64>)) -> (Engine, Oracle) {
-    let mut builder = Engine::builder().policy(policy).broker_count(brokers);
-    if let Some(c) = capacity {
+/// An engine with `policy` and `broker`'s settings, and an empty oracle for it.
+fn build(policy: SubQuotaPolicy, broker: BrokerView) -> (Engine, Oracle) {
+    let mut builder = Engine::builder()
+        .policy(policy)
+        .broker_count(broker.broker_count);
+    if let Some(c) = broker.producer_capacity {
         builder = builder.producer_capacity(c);
     }
-    let engine = builder.build().expect("valid settings");
-    let view = BrokerView {
-        broker_count: brokers,
-        producer_capacity: capacity,
-        consumer_capacity: None,
-    };
-    (engine, Oracle::new(policy, view))
+    if let Some(c) = broker.consumer_capacity {
+        builder = builder.consumer_capacity(c);
+    }
+    (
+        builder.build().expect("valid settings"),
+        Oracle::new(policy, broker),
+    )
 }
+
+/// One broker, no share capacities.
+const PLAIN_BROKER: BrokerView = BrokerView {
+    broker_count: 1,
+    producer_capacity: None,
+    consumer_capacity: None,
+};
 
 /// The oracle's reading of a generated alteration; generated alterations are always valid.
 fn change(step: &Step) -> Result<Change, TestCaseError> {
@@ -245,6 +266,41 @@ fn alter_batch(
     Ok(())
 }
 
+/// Applies each step as a batch of its own: under kip55 a step is rejected (POLICY_VIOLATION) iff
+/// applying it would break a sub-quota invariant, under kafka never; after each step the engine's state
+/// and every query agree with the oracle.
+fn single_entity_steps(
+    policy: SubQuotaPolicy,
+    broker: BrokerView,
+    steps: &[Step],
+) -> Result<(), TestCaseError> {
+    let (engine, mut model) = build(policy, broker);
+    for step in steps {
+        let change = change(step)?;
+        let after = model.with(std::slice::from_ref(&change));
+        let breaks = policy == SubQuotaPolicy::Kip55 && !after.violations().is_empty();
+        let result = engine.alter(&[step.alteration()], false);
+        prop_assert_eq!(result.len(), 1);
+        match &result[0].error {
+            None => prop_assert!(
+                !breaks,
+                "accepted {:?}, which breaks {:?}",
+                step,
+                after.violations()
+            ),
+            Some(e) => {
+                prop_assert!(breaks, "rejected {:?}: {}", step, e);
+                prop_assert_eq!(e.code, ErrorCode::POLICY_VIOLATION);
+            }
+        }
+        if !breaks {
+            model = after;
+        }
+        check_state(&engine, &model)?;
+    }
+    Ok(())
+}
+
 fn batch() -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(step(), 1..=4)
 }
@@ -286,26 +342,7 @@ proptest! {
         broker in broker(),
     ) {
         for policy in POLICIES {
-            let (engine, mut model) = build(policy, broker);
-            for step in &steps {
-                let change = change(step)?;
-                let breaks = policy == SubQuotaPolicy::Kip55
-                    && !model.with(std::slice::from_ref(&change)).violations().is_empty();
-                let result = engine.alter(&[step.alteration()], false);
-                prop_assert_eq!(result.len(), 1);
-                match &result[0].error {
-                    None => prop_assert!(!breaks, "accepted {:?}, which breaks {:?}",
-                        step, model.with(&[change.clone()]).violations()),
-                    Some(e) => {
-                        prop_assert!(breaks, "rejected {:?}: {}", step, e);
-                        prop_assert_eq!(e.code, ErrorCode::POLICY_VIOLATION);
-                    }
-                }
-                if !breaks {
-                    model = model.with(&[change]);
-                }
-                check_state(&engine, &model)?;
-            }
+            single_entity_steps(policy, broker, &steps)?;
         }
     }
 
@@ -333,7 +370,7 @@ proptest! {
         filters in prop::collection::vec(filter(), 1..=16),
     ) {
         for policy in POLICIES {
-            let (engine, mut model) = build(policy, (1, None));
+            let (engine, mut model) = build(policy, PLAIN_BROKER);
             for batch in &batches {
                 alter_batch(&engine, &mut model, batch, false)?;
             }
@@ -341,5 +378,45 @@ proptest! {
                 prop_assert_eq!(engine.list(filter), model.list(filter), "{:?}", filter);
             }
         }
+    }
+}
+
+/// Regressions the oracle found in the sub-quota arithmetic.
+mod regressions {
+    use super::*;
+
+    /// Named sub-quotas of `producer_byte_rate` for alice's clients, then alice's total (the order in which
+    /// the sub-quota check has the last word).
+    fn run(subs: &[f64], total: f64) {
+        let alice = || EntityName::named("alice").unwrap();
+        let step = |entity, value| Step {
+            entity,
+            ops: vec![(QuotaKey::PRODUCER_BROKER_BPS, Some(value))],
+            explicit_unit: false,
+        };
+        let mut steps: Vec<Step> = subs
+            .iter()
+            .zip(["bob", "ü", "☃"])
+            .map(|(sub, client)| {
+                let client = EntityName::named(client).unwrap();
+                step(Entity::UserClient(alice(), client), *sub)
+            })
+            .collect();
+        steps.push(step(Entity::User(alice()), total));
+        if let Err(e) = single_entity_steps(SubQuotaPolicy::Kip55, PLAIN_BROKER, &steps) {
+            panic!("{e}");
+        }
+    }
+
+    /// Sub-quotas 2^62 + 1 exceed a total of 2^62, but the sum is compared after rounding to f64.
+    #[test]
+    fn sum_check_is_exact_above_2_pow_53() {
+        run(&[2f64.powi(62), 1.0], 2f64.powi(62));
+    }
+
+    /// 2^62 − (2^62 − 1024 + 1) is 1023, but the sum is rounded to f64 before the subtraction (1024).
+    #[test]
+    fn remainder_is_exact_above_2_pow_53() {
+        run(&[2f64.powi(62) - 1024.0, 1.0], 2f64.powi(62));
     }
 }

@@ -177,11 +177,14 @@ fn fractional_whole_number_keys() {
         Alteration::raw([("ip", None::<String>)]).set("connection_creation_rate", 4.9999999),
         "connection_creation_rate cannot be a fractional value.",
     );
-    // Kafka's tolerance lets a value a hair above a whole number through.
-    alter_ok(
-        &Engine::new(),
-        &[user("a").set("producer_byte_rate", 5.0000001)],
-    );
+    // Kafka's tolerance would let a value a hair above a whole number through; kquota does not, so
+    // that sub-quota sums stay exact.
+    for v in [5.0000001, 1e-300] {
+        invalid(
+            user("a").set("producer_byte_rate", v),
+            "producer_byte_rate cannot be a fractional value.",
+        );
+    }
     // Shares and bps are byte-rate keys too.
     invalid(
         user("a").set("consumer_byte_rate:shares", 2.5),
