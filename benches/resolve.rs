@@ -1,1 +1,371 @@
-fn main() {}
+//! Resolution cost: `Engine::resolve` against a naive `RwLock<HashMap>` baseline, at 1,000, 100,000
+//! and 1,000,000 configured entities, for configured hits and for default fallbacks, on one thread and
+//! on two threads.
+//!
+//! Access pattern: every iteration resolves the next pair of a fixed sample of 1,024 (user, client-id)
+//! pairs, cycling. That models a broker's active connections (a broker resolves for the clients that
+//! are connected right now, over and over), not a uniform draw over every configured entity: random
+//! access over all 1M entities would mostly measure DRAM misses, which neither implementation can avoid.
+//!
+//! - `hit`: the pairs are drawn from the configured set, so `{user=u, client-id=c}`, `{user=u}` and
+//!   `{client-id=c}` are all configured for each pair (levels 1, 3 and 7), plus the defaults.
+//! - `default`: user and client-id names with no entries of their own; only the defaults apply.
+//!
+//! In each group, `*/1t` is one thread resolving, and `*/2t` is two threads resolving concurrently
+//! (each `iters` times); its time is the wall time divided by the total number of resolves, i.e. the
+//! per-resolve time of the aggregate throughput. `1t / 2t` is therefore the throughput scaling.
+//!
+//! `KQUOTA_BENCH_CLOCK=cpu` measures the threads' CPU time instead of wall time, for machines shared
+//! with other work (see [`Clock`]).
+//!
+//! The baseline is what a straightforward implementation looks like: one `RwLock` around a std
+//! `HashMap` from entity to a `HashMap<String, f64>` of its keys, and per resolve, one read lock and
+//! eight entity lookups whose keys are freshly allocated `String`s (an owned-key map cannot be probed
+//! with borrowed `(Option<&str>, Option<&str>)` keys without extra machinery, so the naive code
+//! allocates). It does not compute KIP-55 remainders; the data set here never needs one (the user-level
+//! byte-rate key has no client sub-quotas), so both produce the same answers, which setup checks.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::RwLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion};
+use kquota::{Alteration, Engine, Entity, EntityName, Level, QuotaKey};
+
+/// How many entities one alteration batch configures while building a store.
+const BUILD_BATCH: usize = 10_000;
+/// The size of the sample of connections that the benchmark cycles through.
+const SAMPLE: usize = 1_024;
+/// The store sizes.
+const SIZES: [(usize, &str); 3] = [(1_000, "1K"), (100_000, "100K"), (1_000_000, "1M")];
+
+/// The three entities of group `g`: `{user=u<g>, client-id=c<g>}`, `{user=u<g>}`, `{client-id=c<g>}`.
+/// Entity number `j` is shape `j % 3` of group `j / 3`.
+fn entity(j: usize) -> (Entity, &'static str, f64) {
+    let g = j / 3;
+    let user = || EntityName::named(&format!("u{g}")).expect("non-empty");
+    let client = || EntityName::named(&format!("c{g}")).expect("non-empty");
+    match j % 3 {
+        0 => (
+            Entity::UserClient(user(), client()),
+            "producer_byte_rate",
+            1_000.0 + (g % 1000) as f64,
+        ),
+        1 => (
+            Entity::User(user()),
+            "consumer_byte_rate",
+            2_000.0 + (g % 1000) as f64,
+        ),
+        _ => (
+            Entity::ClientId(client()),
+            "request_percentage",
+            10.0 + (g % 50) as f64,
+        ),
+    }
+}
+
+/// The default entities every store has.
+fn defaults() -> Vec<(Entity, &'static str, f64)> {
+    use EntityName::Default as D;
+    vec![
+        (Entity::User(D), "consumer_byte_rate", 1_000_000.0),
+        (Entity::User(D), "controller_mutation_rate", 10.0),
+        (Entity::UserClient(D, D), "producer_byte_rate", 500_000.0),
+        (Entity::ClientId(D), "request_percentage", 50.0),
+    ]
+}
+
+/// A store of `n` configured entities (plus the defaults), built with alteration batches.
+fn build_engine(n: usize) -> Engine {
+    let engine = Engine::new();
+    let mut d: HashMap<Entity, Alteration> = HashMap::new();
+    for (e, key, v) in defaults() {
+        let a = d.remove(&e).unwrap_or_else(|| Alteration::new(&e));
+        d.insert(e, a.set(key, v));
+    }
+    let batch: Vec<Alteration> = d.into_values().collect();
+    check(&engine.alter(&batch, false));
+    for start in (0..n).step_by(BUILD_BATCH) {
+        let batch: Vec<Alteration> = (start..n.min(start + BUILD_BATCH))
+            .map(|j| {
+                let (e, key, v) = entity(j);
+                Alteration::new(&e).set(key, v)
+            })
+            .collect();
+        check(&engine.alter(&batch, false));
+    }
+    assert_eq!(engine.entity_count(), n + 3);
+    engine
+}
+
+fn check(results: &[kquota::AlterResult]) {
+    if let Some(e) = results.iter().find_map(|r| r.error.as_ref()) {
+        panic!("setup alteration failed: {e}");
+    }
+}
+
+/// An entity key of the naive baseline: `None` is the default.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum NaiveEntity {
+    User(Option<String>),
+    UserClient(Option<String>, Option<String>),
+    ClientId(Option<String>),
+}
+
+impl NaiveEntity {
+    fn from_entity(e: &Entity) -> NaiveEntity {
+        let s = |n: &EntityName| n.as_option().map(str::to_owned);
+        match e {
+            Entity::User(u) => NaiveEntity::User(s(u)),
+            Entity::UserClient(u, c) => NaiveEntity::UserClient(s(u), s(c)),
+            Entity::ClientId(c) => NaiveEntity::ClientId(s(c)),
+            Entity::Ip(_) => unreachable!("no ip entities here"),
+        }
+    }
+}
+
+/// What the baseline resolves: per client key (in [`QuotaKey`] index order), the limit and level.
+type NaiveResolved = [Option<(f64, u8)>; QuotaKey::CLIENT_COUNT];
+
+/// The naive baseline: a lock around a map of maps.
+struct Naive {
+    map: RwLock<HashMap<NaiveEntity, HashMap<String, f64>>>,
+    /// The client keys' names, in index order.
+    keys: Vec<String>,
+}
+
+impl Naive {
+    fn build(n: usize) -> Naive {
+        let mut map: HashMap<NaiveEntity, HashMap<String, f64>> = HashMap::new();
+        let all = defaults().into_iter().chain((0..n).map(entity));
+        for (e, key, v) in all {
+            let key: QuotaKey = key.parse().expect("valid key");
+            map.entry(NaiveEntity::from_entity(&e))
+                .or_default()
+                .insert(key.to_string(), v);
+        }
+        Naive {
+            map: RwLock::new(map),
+            keys: QuotaKey::client_keys().map(|k| k.to_string()).collect(),
+        }
+    }
+
+    /// Resolves the eight levels in order, first match per key wins.
+    fn resolve(&self, user: &str, client_id: &str) -> NaiveResolved {
+        let map = self.map.read().expect("not poisoned");
+        let u = || Some(user.to_owned());
+        let c = || Some(client_id.to_owned());
+        let has_client = !client_id.is_empty();
+        let levels = [
+            has_client.then(|| NaiveEntity::UserClient(u(), c())),
+            has_client.then(|| NaiveEntity::UserClient(u(), None)),
+            Some(NaiveEntity::User(u())),
+            has_client.then(|| NaiveEntity::UserClient(None, c())),
+            has_client.then_some(NaiveEntity::UserClient(None, None)),
+            Some(NaiveEntity::User(None)),
+            has_client.then(|| NaiveEntity::ClientId(c())),
+            has_client.then_some(NaiveEntity::ClientId(None)),
+        ];
+        let mut out: NaiveResolved = [None; QuotaKey::CLIENT_COUNT];
+        for (level, entity) in levels.iter().enumerate() {
+            let Some(entries) = entity.as_ref().and_then(|e| map.get(e)) else {
+                continue;
+            };
+            for (k, name) in self.keys.iter().enumerate() {
+                if out[k].is_none() {
+                    if let Some(&v) = entries.get(name) {
+                        out[k] = Some((v, level as u8 + 1));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A small deterministic generator (SplitMix64), so every run samples the same pairs.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `SAMPLE` configured (user, client-id) pairs, drawn uniformly from the store's groups.
+fn hit_pairs(n: usize) -> Vec<(String, String)> {
+    let groups = n.div_ceil(3) as u64;
+    let mut seed = 0x5eed;
+    (0..SAMPLE)
+        .map(|_| {
+            let g = splitmix(&mut seed) % groups;
+            (format!("u{g}"), format!("c{g}"))
+        })
+        .collect()
+}
+
+/// `SAMPLE` pairs of names that have no entries: only the defaults apply.
+fn default_pairs() -> Vec<(String, String)> {
+    (0..SAMPLE)
+        .map(|k| (format!("nobody{k}"), format!("noclient{k}")))
+        .collect()
+}
+
+/// Checks that both implementations agree on every pair, and that the pairs resolve as intended.
+fn cross_check(engine: &Engine, naive: &Naive, pairs: &[(String, String)], hit: bool) {
+    for (u, c) in pairs {
+        let r = engine.resolve(u, c);
+        let mut ours: NaiveResolved = [None; QuotaKey::CLIENT_COUNT];
+        for q in r.iter() {
+            ours[q.key.index()] = Some((q.limit, q.level.number()));
+        }
+        assert_eq!(ours, naive.resolve(u, c), "disagreement for ({u}, {c})");
+        let producer = r.get(QuotaKey::PRODUCER_BROKER_BPS).expect("configured");
+        let expected = if hit {
+            Level::UserClient
+        } else {
+            Level::DefaultUserDefaultClient
+        };
+        assert_eq!(producer.level, expected);
+    }
+}
+
+/// Resolves `iters` times, cycling through `pairs` from `start`.
+#[inline(always)]
+fn drive<R>(f: &impl Fn(&str, &str) -> R, pairs: &[(String, String)], iters: u64, start: usize) {
+    for i in start..start + iters as usize {
+        let (u, c) = &pairs[i % SAMPLE];
+        black_box(f(black_box(u), black_box(c)));
+    }
+}
+
+/// The clock the measurements read: wall time (the default), or, with `KQUOTA_BENCH_CLOCK=cpu`, the
+/// CPU time of the measuring threads, which leaves out the time they spend descheduled when other
+/// processes compete for the cores (it does not undo what those processes do to the caches).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Clock {
+    Wall,
+    ThreadCpu,
+}
+
+impl Clock {
+    fn from_env() -> Clock {
+        match std::env::var("KQUOTA_BENCH_CLOCK").as_deref() {
+            Ok("cpu") => Clock::ThreadCpu,
+            _ => Clock::Wall,
+        }
+    }
+}
+
+/// The CPU time this thread has run, from `/proc/thread-self/schedstat` (Linux; nanoseconds, updated
+/// at least every scheduler tick, so samples should last well over a few milliseconds).
+fn thread_cpu_time() -> Duration {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .expect("/proc/thread-self/schedstat (KQUOTA_BENCH_CLOCK=cpu needs Linux)");
+    let ns: u64 = text
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .expect("run time in ns");
+    Duration::from_nanos(ns)
+}
+
+/// Runs `work` and returns how long it took on `clock`.
+fn timed(clock: Clock, work: impl FnOnce()) -> Duration {
+    match clock {
+        Clock::Wall => {
+            let start = Instant::now();
+            work();
+            start.elapsed()
+        }
+        Clock::ThreadCpu => {
+            let start = thread_cpu_time();
+            work();
+            thread_cpu_time() - start
+        }
+    }
+}
+
+/// One thread: the time of `iters` resolves.
+fn one_thread<R>(
+    clock: Clock,
+    f: &impl Fn(&str, &str) -> R,
+    pairs: &[(String, String)],
+    iters: u64,
+) -> Duration {
+    timed(clock, || drive(f, pairs, iters, 0))
+}
+
+/// Two threads, `iters` resolves each: the time per resolve of the aggregate, times `iters`. On the
+/// wall clock that is the elapsed time over 2; on the CPU clock, the larger of the two threads' CPU
+/// times over 2 (the elapsed time had each thread had a core to itself).
+fn two_threads<R>(
+    clock: Clock,
+    f: &(impl Fn(&str, &str) -> R + Sync),
+    pairs: &[(String, String)],
+    iters: u64,
+) -> Duration {
+    let mut cpu = [Duration::ZERO; 2];
+    let wall = timed(Clock::Wall, || {
+        thread::scope(|s| {
+            let other = s.spawn(|| timed(Clock::ThreadCpu, || drive(f, pairs, iters, SAMPLE / 2)));
+            cpu[0] = timed(Clock::ThreadCpu, || drive(f, pairs, iters, 0));
+            cpu[1] = other.join().expect("resolver thread");
+        })
+    });
+    match clock {
+        Clock::Wall => wall / 2,
+        Clock::ThreadCpu => cpu[0].max(cpu[1]) / 2,
+    }
+}
+
+fn bench_resolve(c: &mut Criterion) {
+    // `cargo bench` passes `--bench`; without it (`cargo test --benches`) criterion only checks that
+    // each benchmark runs, so the large stores are not worth building.
+    let sizes = if std::env::args().any(|a| a == "--bench") {
+        &SIZES[..]
+    } else {
+        &SIZES[..1]
+    };
+    let clock = Clock::from_env();
+    for &(n, label) in sizes {
+        let built = Instant::now();
+        let engine = build_engine(n);
+        let naive = Naive::build(n);
+        eprintln!("built stores of {n} entities in {:.1?}", built.elapsed());
+        for (pattern, pairs) in [("hit", hit_pairs(n)), ("default", default_pairs())] {
+            cross_check(&engine, &naive, &pairs, pattern == "hit");
+            let mut group = c.benchmark_group(format!("resolve/{pattern}"));
+            let kquota = |u: &str, cl: &str| engine.resolve(u, cl);
+            let baseline = |u: &str, cl: &str| naive.resolve(u, cl);
+            group.bench_function(BenchmarkId::new("kquota-1t", label), |b| {
+                b.iter_custom(|iters| one_thread(clock, &kquota, &pairs, iters))
+            });
+            group.bench_function(BenchmarkId::new("kquota-2t", label), |b| {
+                b.iter_custom(|iters| two_threads(clock, &kquota, &pairs, iters))
+            });
+            group.bench_function(BenchmarkId::new("naive-1t", label), |b| {
+                b.iter_custom(|iters| one_thread(clock, &baseline, &pairs, iters))
+            });
+            group.bench_function(BenchmarkId::new("naive-2t", label), |b| {
+                b.iter_custom(|iters| two_threads(clock, &baseline, &pairs, iters))
+            });
+            group.finish();
+        }
+    }
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .sample_size(30)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+}
+
+fn main() {
+    let mut c = config().configure_from_args();
+    bench_resolve(&mut c);
+    c.final_summary();
+}

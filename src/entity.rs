@@ -259,8 +259,11 @@ impl Entity {
         let name = |segment: &str| -> Result<EntityName, ParseError> {
             if segment == DEFAULT_DISPLAY {
                 Ok(EntityName::Default)
-            } else {
+            } else if segment.contains(['%', '+']) {
                 EntityName::named(&desanitize(segment)?)
+            } else {
+                // Nothing escaped: the common case, without an intermediate copy.
+                EntityName::named(segment)
             }
         };
         let parts: Vec<&str> = path.split('/').collect();
