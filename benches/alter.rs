@@ -119,8 +119,9 @@ impl Clock {
     }
 }
 
-/// The CPU time this thread has run, from `/proc/thread-self/schedstat` (Linux; nanoseconds, updated
-/// at least every scheduler tick).
+/// The CPU time this thread has run, from `/proc/thread-self/schedstat` (Linux; nanoseconds, but only
+/// brought up to date at scheduler ticks and switches, so samples must last well over a tick, 4 ms
+/// here: the group uses flat sampling, about 200 ms per sample).
 fn thread_cpu_time() -> Duration {
     let text = std::fs::read_to_string("/proc/thread-self/schedstat")
         .expect("/proc/thread-self/schedstat (KQUOTA_BENCH_CLOCK=cpu needs Linux)");

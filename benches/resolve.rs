@@ -31,7 +31,7 @@ use std::sync::RwLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion};
+use criterion::{BenchmarkId, Criterion, SamplingMode};
 use kquota::{Alteration, Engine, Entity, EntityName, Level, QuotaKey};
 
 /// How many entities one alteration batch configures while building a store.
@@ -259,8 +259,9 @@ impl Clock {
     }
 }
 
-/// The CPU time this thread has run, from `/proc/thread-self/schedstat` (Linux; nanoseconds, updated
-/// at least every scheduler tick, so samples should last well over a few milliseconds).
+/// The CPU time this thread has run, from `/proc/thread-self/schedstat` (Linux; nanoseconds, but only
+/// brought up to date at scheduler ticks and switches, so samples must last well over a tick, 4 ms
+/// here: the groups use flat sampling).
 fn thread_cpu_time() -> Duration {
     let text = std::fs::read_to_string("/proc/thread-self/schedstat")
         .expect("/proc/thread-self/schedstat (KQUOTA_BENCH_CLOCK=cpu needs Linux)");
@@ -338,6 +339,8 @@ fn bench_resolve(c: &mut Criterion) {
         for (pattern, pairs) in [("hit", hit_pairs(n)), ("default", default_pairs())] {
             cross_check(&engine, &naive, &pairs, pattern == "hit");
             let mut group = c.benchmark_group(format!("resolve/{pattern}"));
+            // Equal samples (about 65 ms each), long enough for the CPU clock's tick granularity.
+            group.sampling_mode(SamplingMode::Flat);
             let kquota = |u: &str, cl: &str| engine.resolve(u, cl);
             let baseline = |u: &str, cl: &str| naive.resolve(u, cl);
             group.bench_function(BenchmarkId::new("kquota-1t", label), |b| {

@@ -75,6 +75,7 @@
 //! when there is one.
 
 mod alter;
+pub mod client;
 mod describe;
 mod engine;
 mod entity;
