@@ -538,26 +538,46 @@ fn check_group(
         EntityName::Default => state.default_user_sums[s],
     };
     let sum = base_sum as i128 + delta;
-    // Byte rates are whole numbers up to 2^63: compare exactly.
-    if sum > total as i128 {
-        return Some(format!(
-            "The sub-quotas of {total_entity} for {key} would sum to {}, which exceeds the total {} of \
-             {total_entity}",
-            Num(sum as f64),
-            Num(total),
-        ));
-    }
     let default_entity = Entity::UserClient(user.clone(), EntityName::Default);
-    if !default_changed {
-        default_sub = current_value(state, &default_entity, key);
+    if sum <= total as i128 {
+        if !default_changed {
+            default_sub = current_value(state, &default_entity, key);
+        }
+        default_sub.filter(|d| *d > total)?;
     }
-    let d = default_sub.filter(|d| *d > total)?;
-    Some(format!(
-        "The sub-quota of {default_entity} for {key} would be {}, which exceeds the total {} of \
-         {total_entity}",
-        Num(d),
-        Num(total),
+    Some(sub_quota_message(
+        user,
+        key,
+        total,
+        sum.max(0) as u128,
+        default_sub,
     ))
+}
+
+/// The POLICY_VIOLATION message for a broken sub-quota rule: the sum if it exceeds the total, else the
+/// default client's sub-quota.
+fn sub_quota_message(
+    user: &EntityName,
+    key: QuotaKey,
+    total: f64,
+    sum: u128,
+    default_sub: Option<f64>,
+) -> String {
+    let total_entity = Entity::User(user.clone());
+    // Byte rates are whole numbers up to 2^63: compare exactly.
+    if sum > total as u128 {
+        return format!(
+            "The sub-quotas of {total_entity} for {key} would sum to {sum}, which exceeds the total {} of \
+             {total_entity}",
+            Num(total),
+        );
+    }
+    format!(
+        "The sub-quota of {} for {key} would be {}, which exceeds the total {} of {total_entity}",
+        Entity::UserClient(user.clone(), EntityName::Default),
+        Num(default_sub.unwrap_or(0.0)),
+        Num(total),
+    )
 }
 
 /// The value of one key of an entity in a snapshot, without copying its other keys.
@@ -577,37 +597,95 @@ impl std::fmt::Display for Num {
 /// Validates and applies a whole configuration to an empty state in one pass: the bulk path for loading a
 /// store at start-up. Each entity gets the checks an alteration setting its keys would get (key allowed
 /// for the entity, value rules, a valid IP), and under `kip55` every user node is checked against the
-/// sub-quota rules once everything is in. Returns the first entity refused.
+/// sub-quota rules once everything is in. Nodes are assembled in memory and inserted into the tries
+/// once each. Returns the first entity refused.
 pub(crate) fn load(
     state: &mut State,
     entries: Vec<(Entity, Vec<(QuotaKey, f64)>)>,
     policy: SubQuotaPolicy,
 ) -> Result<(), (Entity, ApiError)> {
-    let mut changes = Vec::with_capacity(entries.len());
+    use state::{CLIENT, DEFAULT_USER_CLIENT, ONLY, USER, USER_DEFAULT_CLIENT};
+    use EntityName::{Default as D, Named as N};
+    let mut users: FastMap<Name, UserNode> = FastMap::default();
+    let mut clients: FastMap<Name, NodeQuotas> = FastMap::default();
+    let mut ips: FastMap<Name, NodeQuotas> = FastMap::default();
+    let add = |sums: &mut state::SubSums, quotas: &[(QuotaKey, f64)]| {
+        for (s, key) in QuotaKey::SUB_QUOTA_KEYS.iter().enumerate() {
+            sums[s] += value_of(quotas, *key).unwrap_or(0.0) as u128;
+        }
+    };
     for (entity, mut quotas) in entries {
         if let Some(error) = check_entry(&entity, &quotas) {
             return Err((entity, error));
         }
+        if quotas.is_empty() {
+            continue;
+        }
         quotas.sort_by_key(|(k, _)| *k);
-        changes.push(Change {
-            entity,
-            old: Vec::new(),
-            new: quotas,
-        });
+        let q = quotas.as_slice();
+        match &entity {
+            Entity::User(N(u)) => users.entry(u.clone()).or_default().quotas.set_slot(USER, q),
+            Entity::UserClient(N(u), D) => users
+                .entry(u.clone())
+                .or_default()
+                .quotas
+                .set_slot(USER_DEFAULT_CLIENT, q),
+            Entity::UserClient(N(u), N(c)) => {
+                let node = users.entry(u.clone()).or_default();
+                let subs = node.clients.get_or_insert_with(|| {
+                    Box::new(UserClients {
+                        map: new_map(),
+                        sums: [0; 4],
+                    })
+                });
+                add(&mut subs.sums, q);
+                let mut one = NodeQuotas::default();
+                one.set_slot(ONLY, q);
+                subs.map.insert_mut(c.clone(), one);
+            }
+            Entity::User(D) => state.default_user.set_slot(USER, q),
+            Entity::UserClient(D, D) => state.default_user.set_slot(USER_DEFAULT_CLIENT, q),
+            Entity::UserClient(D, N(c)) => {
+                add(&mut state.default_user_sums, q);
+                clients
+                    .entry(c.clone())
+                    .or_default()
+                    .set_slot(DEFAULT_USER_CLIENT, q);
+            }
+            Entity::ClientId(N(c)) => clients.entry(c.clone()).or_default().set_slot(CLIENT, q),
+            Entity::ClientId(D) => state.default_client.set_slot(ONLY, q),
+            Entity::Ip(N(ip)) => ips.entry(ip.clone()).or_default().set_slot(ONLY, q),
+            Entity::Ip(D) => state.default_ip.set_slot(ONLY, q),
+        }
+        state.entity_count += 1;
     }
-    apply(state, &changes);
     if policy == SubQuotaPolicy::Kip55 {
-        let mut users: Vec<&EntityName> = changes.iter().filter_map(|c| owner(&c.entity)).collect();
-        users.sort_unstable();
-        users.dedup();
-        for user in users {
-            for key in QuotaKey::SUB_QUOTA_KEYS {
-                // With no pending changes, the rule is judged on the built state itself.
-                if let Some(msg) = check_group(state, &[], user, key) {
-                    return Err((Entity::User(user.clone()), ApiError::policy_violation(msg)));
+        let named = users.iter().map(|(u, node)| {
+            let sums = node.clients.as_deref().map_or([0; 4], |c| c.sums);
+            (N(u.clone()), &node.quotas, sums)
+        });
+        let default = std::iter::once((D, &state.default_user, state.default_user_sums));
+        for (user, quotas, sums) in named.chain(default) {
+            for (i, key) in QuotaKey::SUB_QUOTA_KEYS.into_iter().enumerate() {
+                let Some(total) = quotas.get(USER, key.index()) else {
+                    continue;
+                };
+                let default_sub = quotas.get(USER_DEFAULT_CLIENT, key.index());
+                if sums[i] > total as u128 || default_sub.is_some_and(|d| d > total) {
+                    let msg = sub_quota_message(&user, key, total, sums[i], default_sub);
+                    return Err((Entity::User(user), ApiError::policy_violation(msg)));
                 }
             }
         }
+    }
+    for (u, node) in users {
+        state.users.insert_mut(u, node);
+    }
+    for (c, node) in clients {
+        state.clients.insert_mut(c, node);
+    }
+    for (ip, node) in ips {
+        state.ips.insert_mut(ip, node);
     }
     Ok(())
 }
