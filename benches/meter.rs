@@ -93,13 +93,24 @@ impl MutexBaseline {
 /// Runs `op(thread, i)` `iters` times on each of `threads` threads; returns wall time per operation
 /// scaled to `iters` operations.
 fn run_threads(threads: usize, iters: u64, op: impl Fn(usize, u64) + Sync) -> Duration {
+    let mut unit = vec![(); threads];
+    run_owned(&mut unit, iters, |_, t, i| op(t, i))
+}
+
+/// Like [`run_threads`], but each thread owns its element of `states` (a connection owns its meters).
+fn run_owned<T: Send>(
+    states: &mut [T],
+    iters: u64,
+    op: impl Fn(&mut T, usize, u64) + Sync,
+) -> Duration {
+    let threads = states.len();
     let start = Instant::now();
     std::thread::scope(|s| {
-        for t in 0..threads {
+        for (t, state) in states.iter_mut().enumerate() {
             let op = &op;
             s.spawn(move || {
                 for i in 0..iters {
-                    op(t, i);
+                    op(state, t, i);
                 }
             });
         }
@@ -119,27 +130,23 @@ fn bench(c: &mut Criterion) {
                 .measurement_time(Duration::from_secs(4));
             let per_thread = keys.div_ceil(threads);
             // One ClientMeter per connection, as a broker keeps them; each thread owns its own.
-            let clients: Vec<Vec<Mutex<ClientMeter>>> = (0..threads)
+            let mut clients: Vec<Vec<ClientMeter>> = (0..threads)
                 .map(|t| {
                     (0..per_thread)
                         .map(|i| {
-                            let meter = if keys == 1 {
+                            if keys == 1 {
                                 meter.client("hot", &format!("c{t}"))
                             } else {
                                 meter.client(&format!("u{}", t * per_thread + i), "app")
-                            };
-                            Mutex::new(meter)
+                            }
                         })
                         .collect()
                 })
                 .collect();
             group.bench_function(BenchmarkId::new("kquota", threads), |b| {
                 b.iter_custom(|iters| {
-                    run_threads(threads, iters, |t, i| {
-                        let slot = &clients[t][(i as usize) % per_thread];
-                        // The lock is uncontended (one thread per list): it stands in for the
-                        // connection's exclusive ownership of its ClientMeter.
-                        let mut client = slot.lock().unwrap();
+                    run_owned(&mut clients, iters, |mine, _, i| {
+                        let client = &mut mine[(i as usize) % per_thread];
                         black_box(client.produce(black_box(1_000)));
                     })
                 })

@@ -152,17 +152,35 @@ struct Bucket {
     key: QuotaKey,
     owner: BucketOwner,
     level: Option<Level>,
-    measure: Mutex<Measure>,
+    /// Everything a request updates, under one short lock.
+    state: Mutex<BucketState>,
     last_ms: AtomicU64,
     /// Set when the bucket is dropped from the map; holders re-resolve.
     expired: AtomicBool,
-    /// The latest limit applied (f64 bits), for snapshots.
-    limit_bits: AtomicU64,
-    /// The latest share weight (f64 bits), for `shares` buckets.
+    /// The latest share weight (f64 bits), for `shares` buckets; read without the lock by the split.
     weight_bits: AtomicU64,
-    recorded_bits: AtomicU64,
-    throttle_ms_total: AtomicU64,
-    throttle_count: AtomicU64,
+}
+
+/// The part of a bucket that each request changes.
+#[derive(Debug)]
+struct BucketState {
+    measure: Measure,
+    /// The latest limit applied, for snapshots.
+    limit: f64,
+    recorded: f64,
+    throttle_ms_total: u64,
+    throttle_count: u64,
+}
+
+impl BucketState {
+    fn note(&mut self, limit: f64, recorded: f64, throttle_ms: u64) {
+        self.limit = limit;
+        self.recorded += recorded;
+        if throttle_ms > 0 {
+            self.throttle_ms_total += throttle_ms;
+            self.throttle_count += 1;
+        }
+    }
 }
 
 impl Bucket {
@@ -176,14 +194,16 @@ impl Bucket {
             key,
             owner,
             level,
-            measure: Mutex::new(measure),
+            state: Mutex::new(BucketState {
+                measure,
+                limit: 0.0,
+                recorded: 0.0,
+                throttle_ms_total: 0,
+                throttle_count: 0,
+            }),
             last_ms: AtomicU64::new(0),
             expired: AtomicBool::new(false),
-            limit_bits: AtomicU64::new(0),
             weight_bits: AtomicU64::new(0),
-            recorded_bits: AtomicU64::new(0),
-            throttle_ms_total: AtomicU64::new(0),
-            throttle_count: AtomicU64::new(0),
         }
     }
 
@@ -193,24 +213,6 @@ impl Bucket {
             owner: self.owner.clone(),
             level: self.level,
         }
-    }
-
-    fn note(&self, limit: f64, throttle_ms: u64) {
-        self.limit_bits.store(limit.to_bits(), Ordering::Relaxed);
-        if throttle_ms > 0 {
-            self.throttle_ms_total
-                .fetch_add(throttle_ms, Ordering::Relaxed);
-            self.throttle_count.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    fn add_recorded(&self, value: f64) {
-        // Only read by snapshots; a CAS loop keeps concurrent additions exact.
-        let _ = self
-            .recorded_bits
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-                Some((f64::from_bits(bits) + value).to_bits())
-            });
     }
 }
 
@@ -251,6 +253,8 @@ struct Inner {
     buckets: DashMap<(QuotaKey, BucketOwner), Arc<Bucket>>,
     shares: [ShareTotal; 2],
     last_sweep: AtomicU64,
+    /// Counts sweeps that dropped buckets, so connections check their buckets only after one.
+    sweeps: AtomicU64,
 }
 
 /// Meters requests against the engine's quotas. Cheap to clone; share it between threads.
@@ -285,6 +289,7 @@ impl Meter {
                 buckets: DashMap::new(),
                 shares: Default::default(),
                 last_sweep: AtomicU64::new(0),
+                sweeps: AtomicU64::new(0),
             }),
         }
     }
@@ -301,6 +306,7 @@ impl Meter {
             user: Arc::from(user),
             client_id: Arc::from(client_id),
             generation: u64::MAX,
+            sweeps: 0,
             resolved: self.inner.engine.resolve(user, client_id),
             buckets: Default::default(),
         };
@@ -317,7 +323,8 @@ impl Meter {
         let key = QuotaKey::CONNECTION_CREATION_RATE;
         let owner = BucketOwner::Ip(Arc::from(ip));
         let bucket = self.inner.bucket(key, owner, None);
-        self.inner.record_rate(&bucket, quota.limit, 1.0, None)
+        let now = self.inner.clock.now_ms();
+        self.inner.record_rate(&bucket, quota.limit, 1.0, None, now)
     }
 
     /// The active buckets: who is metered, against what limit, at what rate, and how much throttled.
@@ -329,8 +336,9 @@ impl Meter {
             .iter()
             .map(|entry| {
                 let b = entry.value();
-                let limit = f64::from_bits(b.limit_bits.load(Ordering::Relaxed));
-                let measured = match &mut *b.measure.lock() {
+                let mut state = b.state.lock();
+                let limit = state.limit;
+                let measured = match &mut state.measure {
                     Measure::Rate(r) => r.measure(self.inner.window, now).0,
                     Measure::Tokens(t) => t.tokens(self.inner.window, limit, now),
                 };
@@ -340,9 +348,9 @@ impl Meter {
                     level: b.level,
                     limit,
                     measured,
-                    recorded_total: f64::from_bits(b.recorded_bits.load(Ordering::Relaxed)),
-                    throttle_ms_total: b.throttle_ms_total.load(Ordering::Relaxed),
-                    throttle_count: b.throttle_count.load(Ordering::Relaxed),
+                    recorded_total: state.recorded,
+                    throttle_ms_total: state.throttle_ms_total,
+                    throttle_count: state.throttle_count,
                 }
             })
             .collect();
@@ -380,7 +388,11 @@ impl Inner {
                 .members
                 .retain(|_, b| !b.expired.load(Ordering::Acquire));
         }
-        before - self.buckets.len()
+        let dropped = before - self.buckets.len();
+        if dropped > 0 {
+            self.sweeps.fetch_add(1, Ordering::Release);
+        }
+        dropped
     }
 
     fn bucket(&self, key: QuotaKey, owner: BucketOwner, level: Option<Level>) -> Arc<Bucket> {
@@ -412,27 +424,27 @@ impl Inner {
         limit: f64,
         value: f64,
         cap_ms: Option<u64>,
+        now: u64,
     ) -> Throttle {
-        let now = self.clock.now_ms();
         bucket.last_ms.store(now, Ordering::Relaxed);
-        let (rate, elapsed) = {
-            let mut m = bucket.measure.lock();
-            let Measure::Rate(r) = &mut *m else {
+        let ms = {
+            let mut state = bucket.state.lock();
+            let Measure::Rate(r) = &mut state.measure else {
                 return Throttle::default();
             };
             r.record(self.window, value, now);
-            r.measure(self.window, now)
+            let (rate, elapsed) = r.measure(self.window, now);
+            let mut ms = if limit <= 0.0 {
+                self.config.max_throttle_ms()
+            } else {
+                rate::throttle_ms(rate, limit, elapsed)
+            };
+            if let Some(cap) = cap_ms {
+                ms = ms.min(cap);
+            }
+            state.note(limit, value, ms);
+            ms
         };
-        bucket.add_recorded(value);
-        let mut ms = if limit <= 0.0 {
-            self.config.max_throttle_ms()
-        } else {
-            rate::throttle_ms(rate, limit, elapsed)
-        };
-        if let Some(cap) = cap_ms {
-            ms = ms.min(cap);
-        }
-        bucket.note(limit, ms);
         Throttle {
             ms,
             cause: (ms > 0).then(|| bucket.cause()),
@@ -514,6 +526,7 @@ pub struct ClientMeter {
     user: Arc<str>,
     client_id: Arc<str>,
     generation: u64,
+    sweeps: u64,
     resolved: Resolved,
     buckets: [Option<Arc<Bucket>>; QuotaKey::CLIENT_COUNT],
 }
@@ -530,11 +543,16 @@ impl ClientMeter {
     fn refresh(&mut self) {
         let inner = &self.meter.inner;
         let generation = inner.engine.generation();
+        let sweeps = inner.sweeps.load(Ordering::Acquire);
+        if generation == self.generation && sweeps == self.sweeps {
+            return;
+        }
         let expired = self
             .buckets
             .iter()
             .flatten()
-            .any(|b| b.expired.load(Ordering::Relaxed));
+            .any(|b| b.expired.load(Ordering::Acquire));
+        self.sweeps = sweeps;
         if generation == self.generation && !expired {
             return;
         }
@@ -564,15 +582,17 @@ impl ClientMeter {
         self.refresh();
         let inner = &self.meter.inner;
         let mut throttle = Throttle::default();
+        let mut now = None;
         for &key in keys {
             let (Some(bucket), Some(q)) = (&self.buckets[key.index()], self.resolved.get(key))
             else {
                 continue;
             };
-            let now = inner.clock.now_ms();
+            // One clock read per request, and none when no quota applies.
+            let now = *now.get_or_insert_with(|| inner.clock.now_ms());
             match inner.broker_limit(bucket, key, q.limit, now) {
                 Some(limit) => {
-                    throttle.keep_longest(inner.record_rate(bucket, limit, bytes as f64, None))
+                    throttle.keep_longest(inner.record_rate(bucket, limit, bytes as f64, None, now))
                 }
                 // Unenforced shares still count as activity for the split.
                 None => bucket.last_ms.store(now, Ordering::Relaxed),
@@ -602,7 +622,8 @@ impl ClientMeter {
         let inner = &self.meter.inner;
         // Kafka records thread time as a percentage of one thread-second.
         let value = nanos as f64 * 100.0 / 1e9;
-        inner.record_rate(bucket, q.limit, value, Some(inner.window.window_ms))
+        let now = inner.clock.now_ms();
+        inner.record_rate(bucket, q.limit, value, Some(inner.window.window_ms), now)
     }
 
     /// Records `n` partition mutations against `controller_mutation_rate`.
@@ -618,24 +639,26 @@ impl ClientMeter {
         let inner = &self.meter.inner;
         let now = inner.clock.now_ms();
         bucket.last_ms.store(now, Ordering::Relaxed);
-        let (accepted, tokens) = {
-            let mut m = bucket.measure.lock();
-            let Measure::Tokens(tb) = &mut *m else {
-                unreachable!("mutation buckets are token buckets");
+        let (accepted, ms) = {
+            let mut state = bucket.state.lock();
+            let Measure::Tokens(tb) = &mut state.measure else {
+                return MutationDecision {
+                    accepted: true,
+                    throttle: Throttle::default(),
+                };
             };
             let before = tb.tokens(inner.window, q.limit, now);
-            if inner.config.strict_mutations && before < 0.0 {
+            let (accepted, tokens) = if inner.config.strict_mutations && before < 0.0 {
                 (false, before)
             } else {
                 tb.record(inner.window, q.limit, f64::from(n), now);
                 (true, tb.tokens(inner.window, q.limit, now))
-            }
+            };
+            let ms = rate::token_throttle_ms(tokens, q.limit);
+            let recorded = if accepted { f64::from(n) } else { 0.0 };
+            state.note(q.limit, recorded, ms);
+            (accepted, ms)
         };
-        if accepted {
-            bucket.add_recorded(f64::from(n));
-        }
-        let ms = rate::token_throttle_ms(tokens, q.limit);
-        bucket.note(q.limit, ms);
         MutationDecision {
             accepted,
             throttle: Throttle {

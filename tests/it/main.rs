@@ -1,5 +1,6 @@
 //! Integration tests, one file per area.
 
+mod cli;
 mod common;
 mod concurrency;
 mod golden;

@@ -1,0 +1,447 @@
+//! A small blocking Kafka admin client for the quota APIs, used by `kafka-quotas` and `kafka-configs`.
+//!
+//! It speaks the Kafka protocol over one `std::net::TcpStream` to the first bootstrap server that
+//! answers: ApiVersions (18) to negotiate, then DescribeClientQuotas (48) and AlterClientQuotas (49)
+//! at the newest version both sides support. It works against `kquotad` and against Apache Kafka, so
+//! it sends only what Kafka understands: list filters with EXACT / DEFAULT / SPECIFIED components
+//! (prefix matching is left to the caller) and keys spelled `type` or `type:unit`.
+//!
+//! ```no_run
+//! use kquota::client::{AdminClient, ClientConfig};
+//! use kquota::{ComponentMatch, EntityType};
+//!
+//! let mut admin = AdminClient::connect("localhost:9092", &ClientConfig::default())?;
+//! let entries = admin.describe_client_quotas(
+//!     &[(EntityType::ClientId, ComponentMatch::Exact("my-client".into()))],
+//!     false,
+//! )?;
+//! for entry in entries {
+//!     println!("{:?}: {:?}", entry.entity, entry.values);
+//! }
+//! # Ok::<(), kquota::client::ClientError>(())
+//! ```
+
+mod config;
+
+use std::fmt;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+use kafka_protocol::messages::{
+    AlterClientQuotasRequest, ApiVersionsRequest, ApiVersionsResponse, DescribeClientQuotasRequest,
+    RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+
+pub use config::{parse_properties, ClientConfig, ConfigError, KNOWN_KEYS};
+
+use crate::alter::{AlterResult, Alteration, EntityPart};
+use crate::describe::ComponentMatch;
+use crate::entity::EntityType;
+use crate::error::{ApiError, ErrorCode};
+
+/// The largest response this client reads (Kafka's default `socket.request.max.bytes`).
+const MAX_RESPONSE_BYTES: usize = 100 * 1024 * 1024;
+
+/// Why an admin call failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// No bootstrap server could be reached; one message per server tried.
+    Connect(Vec<String>),
+    /// The connection failed or timed out after it was established.
+    Io(std::io::Error),
+    /// The server sent something this client cannot decode.
+    Protocol(String),
+    /// The server does not serve an API this call needs.
+    Unsupported(String),
+    /// The server answered the request as a whole with an error.
+    Server(ApiError),
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Connect(tried) => {
+                write!(f, "could not connect: {}", tried.join("; "))
+            }
+            ClientError::Io(e) => write!(f, "connection failed: {e}"),
+            ClientError::Protocol(m) => write!(f, "protocol error: {m}"),
+            ClientError::Unsupported(m) => f.write_str(m),
+            ClientError::Server(e) => write!(f, "{}: {}", error_name(e.code), e.message),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+impl From<std::io::Error> for ClientError {
+    fn from(e: std::io::Error) -> Self {
+        ClientError::Io(e)
+    }
+}
+
+/// Kafka's name for an error code (`POLICY_VIOLATION`, `CLUSTER_AUTHORIZATION_FAILED`), or
+/// `UNKNOWN(<code>)`.
+pub fn error_name(code: ErrorCode) -> String {
+    match kafka_protocol::ResponseError::try_from_code(code.0) {
+        None => "NONE".to_owned(),
+        Some(kafka_protocol::ResponseError::Unknown(c)) => format!("UNKNOWN({c})"),
+        Some(e) => {
+            // The crate names variants in CamelCase; Kafka's names are SCREAMING_SNAKE_CASE.
+            let camel = e.to_string();
+            let mut out = String::with_capacity(camel.len() + 8);
+            for (i, ch) in camel.chars().enumerate() {
+                if ch.is_ascii_uppercase() && i > 0 {
+                    out.push('_');
+                }
+                out.push(ch.to_ascii_uppercase());
+            }
+            out
+        }
+    }
+}
+
+/// One configured entity as DescribeClientQuotas returns it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuotaEntry {
+    /// The entity's components as sent: `(type, name)`, `None` for the default.
+    pub entity: Vec<(String, Option<String>)>,
+    /// Its `(key, value)` pairs in the order the server sent them.
+    pub values: Vec<(String, f64)>,
+}
+
+/// A connection to one broker, with the API versions negotiated on it.
+#[derive(Debug)]
+pub struct AdminClient {
+    stream: TcpStream,
+    server: String,
+    client_id: String,
+    correlation: i32,
+    apis: Vec<(i16, i16, i16)>,
+}
+
+impl AdminClient {
+    /// Connects to the first server of `bootstrap` (`host:port[,host:port...]`) that accepts a
+    /// connection and answers ApiVersions.
+    pub fn connect(bootstrap: &str, config: &ClientConfig) -> Result<AdminClient, ClientError> {
+        let mut tried = Vec::new();
+        for server in bootstrap
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            match AdminClient::connect_one(server, config) {
+                Ok(client) => return Ok(client),
+                Err(e) => tried.push(format!("{server}: {e}")),
+            }
+        }
+        if tried.is_empty() {
+            tried.push("no server given".to_owned());
+        }
+        Err(ClientError::Connect(tried))
+    }
+
+    fn connect_one(server: &str, config: &ClientConfig) -> Result<AdminClient, ClientError> {
+        let addrs: Vec<_> = server.to_socket_addrs()?.collect();
+        let mut last = None;
+        let mut stream = None;
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, config.request_timeout) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let stream = match (stream, last) {
+            (Some(s), _) => s,
+            (None, Some(e)) => return Err(e.into()),
+            (None, None) => {
+                return Err(ClientError::Protocol(format!(
+                    "{server} resolves to no address"
+                )))
+            }
+        };
+        stream.set_read_timeout(Some(config.request_timeout))?;
+        stream.set_write_timeout(Some(config.request_timeout))?;
+        let _ = stream.set_nodelay(true);
+        let mut client = AdminClient {
+            stream,
+            server: server.to_owned(),
+            client_id: config.client_id.clone(),
+            correlation: 0,
+            apis: Vec::new(),
+        };
+        client.negotiate()?;
+        Ok(client)
+    }
+
+    /// The server this client is connected to, as given.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// ApiVersions v3, falling back to v0 if the server does not support it (as Kafka's clients do).
+    fn negotiate(&mut self) -> Result<(), ClientError> {
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("kquota-admin"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let mut response: ApiVersionsResponse = self.call_lenient(&request, 3)?;
+        if response.error_code == ErrorCode::UNSUPPORTED_VERSION.0 {
+            response = self.call_lenient(&ApiVersionsRequest::default(), 0)?;
+        }
+        if response.error_code != 0 {
+            return Err(ClientError::Server(ApiError::new(
+                ErrorCode(response.error_code),
+                "ApiVersions failed",
+            )));
+        }
+        self.apis = response
+            .api_keys
+            .iter()
+            .map(|a| (a.api_key, a.min_version, a.max_version))
+            .collect();
+        Ok(())
+    }
+
+    /// The newest version of `R` that both the server and this client support.
+    fn version<R: Request>(&self, name: &str) -> Result<i16, ClientError> {
+        let (lo, hi) = (R::VERSIONS.min, R::VERSIONS.max);
+        let found = self.apis.iter().find(|(key, _, _)| *key == R::KEY);
+        match found {
+            Some(&(_, min, max)) if max.min(hi) >= min.max(lo) => Ok(max.min(hi)),
+            Some(&(_, min, max)) => Err(ClientError::Unsupported(format!(
+                "{} serves {name} (API key {}) at versions {min}-{max}, this client at {lo}-{hi}",
+                self.server,
+                R::KEY
+            ))),
+            None => Err(ClientError::Unsupported(format!(
+                "{} does not serve {name} (API key {})",
+                self.server,
+                R::KEY
+            ))),
+        }
+    }
+
+    /// Lists the configured entities that match `filter`: one component per entity type, `strict`
+    /// to require exactly those types. [`ComponentMatch::Prefix`] is sent as "any name" (Kafka has no
+    /// prefix match), so the caller filters the result.
+    pub fn describe_client_quotas(
+        &mut self,
+        filter: &[(EntityType, ComponentMatch)],
+        strict: bool,
+    ) -> Result<Vec<QuotaEntry>, ClientError> {
+        let version = self.version::<DescribeClientQuotasRequest>("DescribeClientQuotas")?;
+        let components = filter
+            .iter()
+            .map(|(ty, m)| {
+                let (match_type, name) = match m {
+                    ComponentMatch::Exact(name) => (0, Some(StrBytes::from_string(name.clone()))),
+                    ComponentMatch::Default => (1, None),
+                    ComponentMatch::Prefix(_) | ComponentMatch::Any => (2, None),
+                };
+                ComponentData::default()
+                    .with_entity_type(StrBytes::from_static_str(ty.as_str()))
+                    .with_match_type(match_type)
+                    .with_match(name)
+            })
+            .collect();
+        let request = DescribeClientQuotasRequest::default()
+            .with_components(components)
+            .with_strict(strict);
+        let response = self.call(&request, version)?;
+        if response.error_code != 0 {
+            return Err(ClientError::Server(ApiError::new(
+                ErrorCode(response.error_code),
+                response
+                    .error_message
+                    .map(|m| m.to_string())
+                    .unwrap_or_default(),
+            )));
+        }
+        Ok(response
+            .entries
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| QuotaEntry {
+                entity: e
+                    .entity
+                    .into_iter()
+                    .map(|c| {
+                        (
+                            c.entity_type.to_string(),
+                            c.entity_name.map(|n| n.to_string()),
+                        )
+                    })
+                    .collect(),
+                values: e
+                    .values
+                    .into_iter()
+                    .map(|v| (v.key.to_string(), v.value))
+                    .collect(),
+            })
+            .collect())
+    }
+
+    /// Alters quotas: one result per entity the server answered for (Kafka answers per distinct
+    /// entity; match results by entity, not by position).
+    pub fn alter_client_quotas(
+        &mut self,
+        batch: &[Alteration],
+        validate_only: bool,
+    ) -> Result<Vec<AlterResult>, ClientError> {
+        let version = self.version::<AlterClientQuotasRequest>("AlterClientQuotas")?;
+        let entries = batch
+            .iter()
+            .map(|a| {
+                EntryData::default()
+                    .with_entity(
+                        a.entity
+                            .iter()
+                            .map(|p| {
+                                EntityData::default()
+                                    .with_entity_type(StrBytes::from_string(p.entity_type.clone()))
+                                    .with_entity_name(p.name.clone().map(StrBytes::from_string))
+                            })
+                            .collect(),
+                    )
+                    .with_ops(
+                        a.ops
+                            .iter()
+                            .map(|op| {
+                                OpData::default()
+                                    .with_key(StrBytes::from_string(op.key.clone()))
+                                    .with_value(op.value.unwrap_or(0.0))
+                                    .with_remove(op.value.is_none())
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        let request = AlterClientQuotasRequest::default()
+            .with_entries(entries)
+            .with_validate_only(validate_only);
+        let response = self.call(&request, version)?;
+        Ok(response
+            .entries
+            .into_iter()
+            .map(|e| AlterResult {
+                entity: e
+                    .entity
+                    .into_iter()
+                    .map(|c| EntityPart {
+                        entity_type: c.entity_type.to_string(),
+                        name: c.entity_name.map(|n| n.to_string()),
+                    })
+                    .collect(),
+                error: (e.error_code != 0).then(|| {
+                    ApiError::new(
+                        ErrorCode(e.error_code),
+                        e.error_message.map(|m| m.to_string()).unwrap_or_default(),
+                    )
+                }),
+            })
+            .collect())
+    }
+
+    /// Sends `request` and decodes the answer at `version`.
+    fn call<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response, ClientError> {
+        let mut body = self.round_trip(request, version)?;
+        R::Response::decode(&mut body, version).map_err(|e| {
+            ClientError::Protocol(format!(
+                "cannot decode the response to API key {} v{version}: {e}",
+                R::KEY
+            ))
+        })
+    }
+
+    /// Like [`AdminClient::call`] for ApiVersions, whose error answer uses the v0 layout.
+    fn call_lenient(
+        &mut self,
+        request: &ApiVersionsRequest,
+        version: i16,
+    ) -> Result<ApiVersionsResponse, ClientError> {
+        let body = self.round_trip(request, version)?;
+        match ApiVersionsResponse::decode(&mut body.clone(), version) {
+            Ok(r) => Ok(r),
+            Err(e) => ApiVersionsResponse::decode(&mut body.clone(), 0).map_err(|_| {
+                ClientError::Protocol(format!("cannot decode the ApiVersions response: {e}"))
+            }),
+        }
+    }
+
+    /// Writes one request frame and reads its response, returning the body after the header.
+    fn round_trip<R: Request>(&mut self, request: &R, version: i16) -> Result<Bytes, ClientError> {
+        self.correlation = self.correlation.wrapping_add(1);
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation)
+            .with_client_id(Some(StrBytes::from_string(self.client_id.clone())));
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&[0; 4]);
+        header
+            .encode(&mut buf, R::header_version(version))
+            .map_err(|e| ClientError::Protocol(format!("cannot encode the header: {e}")))?;
+        request
+            .encode(&mut buf, version)
+            .map_err(|e| ClientError::Protocol(format!("cannot encode the request: {e}")))?;
+        let len = (buf.len() - 4) as u32;
+        buf[..4].copy_from_slice(&len.to_be_bytes());
+        self.stream.write_all(&buf)?;
+
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).map_err(closed)?;
+        let size = u32::from_be_bytes(size) as usize;
+        if size > MAX_RESPONSE_BYTES {
+            return Err(ClientError::Protocol(format!(
+                "response of {size} bytes is over the {MAX_RESPONSE_BYTES}-byte limit"
+            )));
+        }
+        let mut body = vec![0u8; size];
+        self.stream.read_exact(&mut body).map_err(closed)?;
+        let mut body = Bytes::from(body);
+        let header = ResponseHeader::decode(&mut body, R::Response::header_version(version))
+            .map_err(|e| ClientError::Protocol(format!("bad response header: {e}")))?;
+        if header.correlation_id != self.correlation {
+            return Err(ClientError::Protocol(format!(
+                "response correlation id {} does not match request {}",
+                header.correlation_id, self.correlation
+            )));
+        }
+        Ok(body)
+    }
+}
+
+/// A closed connection reads as "the server closed the connection", which is how Kafka refuses a
+/// request it cannot parse.
+fn closed(e: std::io::Error) -> ClientError {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        ClientError::Io(std::io::Error::new(
+            e.kind(),
+            "the server closed the connection",
+        ))
+    } else {
+        ClientError::Io(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_names_are_kafkas() {
+        assert_eq!(error_name(ErrorCode(44)), "POLICY_VIOLATION");
+        assert_eq!(error_name(ErrorCode(42)), "INVALID_REQUEST");
+        assert_eq!(error_name(ErrorCode(-1)), "UNKNOWN_SERVER_ERROR");
+        assert_eq!(error_name(ErrorCode(31)), "CLUSTER_AUTHORIZATION_FAILED");
+        assert_eq!(error_name(ErrorCode(0)), "NONE");
+        assert_eq!(error_name(ErrorCode(9999)), "UNKNOWN(9999)");
+    }
+}
