@@ -337,16 +337,9 @@ fn load_config(path: Option<&std::path::Path>) -> Result<ClientConfig, Failure> 
     let Some(path) = path else {
         return Ok(ClientConfig::default());
     };
-    let text = std::fs::read_to_string(path).or_else(|e| {
-        usage(format!(
-            "cannot read --command-config {}: {e}",
-            path.display()
-        ))
-    })?;
-    let (config, warnings) = ClientConfig::from_properties(&text)
-        .or_else(|e| usage(format!("--command-config {}: {e}", path.display())))?;
+    let (config, warnings) = ClientConfig::from_file(path).or_else(usage)?;
     for w in warnings {
-        eprintln!("warning: --command-config {}: {w}", path.display());
+        eprintln!("warning: {w}");
     }
     Ok(config)
 }

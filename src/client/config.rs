@@ -76,6 +76,20 @@ pub fn parse_properties(text: &str) -> Vec<(String, String)> {
 }
 
 impl ClientConfig {
+    /// Reads a `--command-config` file. Returns the settings and one warning per key that is not
+    /// understood (each naming the file), or a one-line error naming the file.
+    pub fn from_file(path: &std::path::Path) -> Result<(ClientConfig, Vec<String>), String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read --command-config {}: {e}", path.display()))?;
+        let (config, warnings) = ClientConfig::from_properties(&text)
+            .map_err(|e| format!("--command-config {}: {e}", path.display()))?;
+        let warnings = warnings
+            .into_iter()
+            .map(|w| format!("--command-config {}: {w}", path.display()))
+            .collect();
+        Ok((config, warnings))
+    }
+
     /// Reads settings from properties text. Returns the settings and one warning per key that is not
     /// understood; an unsupported `security.protocol` or a bad number is an error.
     pub fn from_properties(text: &str) -> Result<(ClientConfig, Vec<String>), ConfigError> {

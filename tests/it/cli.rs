@@ -2,66 +2,24 @@
 //! examples byte for byte (DESIGN.md's consistent form), the JSON schema, every usage error with its
 //! message and exit status, and server errors.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::Command;
 
 use serde_json::Value;
 
-static DIRS: AtomicUsize = AtomicUsize::new(0);
+use crate::common::{temp_dir, Kquotad};
 
-fn temp_dir(what: &str) -> PathBuf {
-    let n = DIRS.fetch_add(1, Ordering::SeqCst);
-    let dir = std::env::temp_dir().join(format!("kquota-cli-{what}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+/// A `kquotad` for the tools to talk to.
+fn start() -> Kquotad {
+    Kquotad::start(&temp_dir("cli"), &[])
 }
 
-/// A running `kquotad` on a free loopback port with a fresh data directory.
-struct Kquotad {
-    child: Child,
-    addr: SocketAddr,
+fn kafka_quotas(server: &Kquotad, args: &[&str]) -> Run {
+    run(env!("CARGO_BIN_EXE_kafka-quotas"), Some(server.addr), args)
 }
 
-impl Kquotad {
-    fn start() -> Kquotad {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kquotad"))
-            .args(["--listeners", "PLAINTEXT://127.0.0.1:0", "--data-dir"])
-            .arg(temp_dir("data"))
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start kquotad");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read kquotad's first line");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .unwrap();
-        Kquotad { child, addr }
-    }
-
-    fn quotas(&self, args: &[&str]) -> Run {
-        run(env!("CARGO_BIN_EXE_kafka-quotas"), Some(self.addr), args)
-    }
-
-    fn configs(&self, args: &[&str]) -> Run {
-        run(env!("CARGO_BIN_EXE_kafka-configs"), Some(self.addr), args)
-    }
-}
-
-impl Drop for Kquotad {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn kafka_configs(server: &Kquotad, args: &[&str]) -> Run {
+    run(env!("CARGO_BIN_EXE_kafka-configs"), Some(server.addr), args)
 }
 
 #[derive(Debug)]
@@ -111,18 +69,21 @@ fn seed(server: &Kquotad) {
             "--add=consumer_byte_rate:shares=100,producer_byte_rate=500000",
         ],
     ] {
-        assert_eq!(ok(server.quotas(args)), "", "alter prints nothing");
+        assert_eq!(ok(kafka_quotas(&server, args)), "", "alter prints nothing");
     }
 }
 
 #[test]
 fn the_seeds_examples_print_designs_consistent_output() {
-    let server = Kquotad::start();
+    let server = start();
     seed(&server);
 
     // Named before default, names in byte order (DESIGN.md: the seed's order is not normative).
     assert_eq!(
-        ok(server.quotas(&["--list", "--names=client-id=my-client"])),
+        ok(kafka_quotas(
+            &server,
+            &["--list", "--names=client-id=my-client"]
+        )),
         "{user=user-one, client-id=my-client}\n\
          producer_byte_rate broker_bps 2000000\n\
          \n\
@@ -141,26 +102,32 @@ fn the_seeds_examples_print_designs_consistent_output() {
                      consumer_byte_rate shares 200\n\
                      producer_byte_rate bps 10000000\n";
     assert_eq!(
-        ok(server.quotas(&["--list", "--prefix=user=user-"])),
+        ok(kafka_quotas(&server, &["--list", "--prefix=user=user-"])),
         by_prefix
     );
     assert_eq!(
-        ok(server.quotas(&["--list", "--match=user=user-"])),
+        ok(kafka_quotas(&server, &["--list", "--match=user=user-"])),
         by_prefix
     );
 
     assert_eq!(
-        ok(server.quotas(&["--describe", "--names=user=user-two,client-id=my-client"])),
+        ok(kafka_quotas(
+            &server,
+            &["--describe", "--names=user=user-two,client-id=my-client"]
+        )),
         "consumer_byte_rate shares     200      {user=user-two, client-id=my-client}\n\
          producer_byte_rate bps        10000000 {user=user-two, client-id=my-client}\n\
          producer_byte_rate broker_bps 500000   {user=<default>, client-id=my-client}\n"
     );
     assert_eq!(
-        ok(server.quotas(&[
-            "--describe",
-            "--names=user=user-one,client-id=my-client",
-            "--include-overrides",
-        ])),
+        ok(kafka_quotas(
+            &server,
+            &[
+                "--describe",
+                "--names=user=user-one,client-id=my-client",
+                "--include-overrides",
+            ]
+        )),
         "consumer_byte_rate    shares     100     {user=<default>, client-id=my-client}\n\
          producer_byte_rate    broker_bps 2000000 {user=user-one, client-id=my-client}\n \
          * producer_byte_rate broker_bps 500000  {user=<default>, client-id=my-client}\n"
@@ -168,17 +135,23 @@ fn the_seeds_examples_print_designs_consistent_output() {
 
     // The alter example, with --alter where the seed says --describe.
     assert_eq!(
-        ok(server.quotas(&[
-            "--alter",
-            "--names=client-id=my-client",
-            "--defaults=user",
-            "--add=producer_byte_rate:shares=100",
-            "--delete=producer_byte_rate:broker_bps",
-        ])),
+        ok(kafka_quotas(
+            &server,
+            &[
+                "--alter",
+                "--names=client-id=my-client",
+                "--defaults=user",
+                "--add=producer_byte_rate:shares=100",
+                "--delete=producer_byte_rate:broker_bps",
+            ]
+        )),
         ""
     );
     assert_eq!(
-        ok(server.quotas(&["--list", "--names=client-id=my-client", "--defaults=user"])),
+        ok(kafka_quotas(
+            &server,
+            &["--list", "--names=client-id=my-client", "--defaults=user"]
+        )),
         "{user=<default>, client-id=my-client}\n\
          consumer_byte_rate shares 100\n\
          producer_byte_rate shares 100\n"
@@ -187,67 +160,93 @@ fn the_seeds_examples_print_designs_consistent_output() {
 
 #[test]
 fn describe_with_a_default_or_an_omitted_type_uses_only_defaults_for_it() {
-    let server = Kquotad::start();
+    let server = start();
     seed(&server);
-    ok(server.quotas(&[
-        "--alter",
-        "--defaults=client-id",
-        "--add=request_percentage=25.5",
-    ]));
+    ok(kafka_quotas(
+        &server,
+        &[
+            "--alter",
+            "--defaults=client-id",
+            "--add=request_percentage=25.5",
+        ],
+    ));
     // A user without its own entry: the {user=<default>, client-id=my-client} entries apply.
     let expected = "consumer_byte_rate shares     100    {user=<default>, client-id=my-client}\n\
                     producer_byte_rate broker_bps 500000 {user=<default>, client-id=my-client}\n\
                     request_percentage percent    25.5   {client-id=<default>}\n";
     assert_eq!(
-        ok(server.quotas(&["--describe", "--names=user=nobody,client-id=my-client"])),
+        ok(kafka_quotas(
+            &server,
+            &["--describe", "--names=user=nobody,client-id=my-client"]
+        )),
         expected
     );
     assert_eq!(
-        ok(server.quotas(&[
-            "--describe",
-            "--defaults=user",
-            "--names=client-id=my-client"
-        ])),
+        ok(kafka_quotas(
+            &server,
+            &[
+                "--describe",
+                "--defaults=user",
+                "--names=client-id=my-client"
+            ]
+        )),
         expected
     );
     assert_eq!(
-        ok(server.quotas(&["--describe", "--names=client-id=my-client"])),
+        ok(kafka_quotas(
+            &server,
+            &["--describe", "--names=client-id=my-client"]
+        )),
         expected
     );
     // Nothing configured for this user's other client but the client-id default.
     assert_eq!(
-        ok(server.quotas(&["--describe", "--names=user=user-one"])),
+        ok(kafka_quotas(
+            &server,
+            &["--describe", "--names=user=user-one"]
+        )),
         "request_percentage percent 25.5 {client-id=<default>}\n"
     );
 }
 
 #[test]
 fn describe_an_ip_and_its_default() {
-    let server = Kquotad::start();
-    ok(server.quotas(&[
-        "--alter",
-        "--defaults=ip",
-        "--add=connection_creation_rate=10",
-    ]));
-    ok(server.quotas(&[
-        "--alter",
-        "--names=ip=10.0.0.1",
-        "--add=connection_creation_rate=3",
-    ]));
+    let server = start();
+    ok(kafka_quotas(
+        &server,
+        &[
+            "--alter",
+            "--defaults=ip",
+            "--add=connection_creation_rate=10",
+        ],
+    ));
+    ok(kafka_quotas(
+        &server,
+        &[
+            "--alter",
+            "--names=ip=10.0.0.1",
+            "--add=connection_creation_rate=3",
+        ],
+    ));
     assert_eq!(
-        ok(server.quotas(&["--describe", "--names=ip=10.0.0.1", "--include-overrides"])),
+        ok(kafka_quotas(
+            &server,
+            &["--describe", "--names=ip=10.0.0.1", "--include-overrides"]
+        )),
         "connection_creation_rate    connections_per_sec 3  {ip=10.0.0.1}\n \
          * connection_creation_rate connections_per_sec 10 {ip=<default>}\n"
     );
     assert_eq!(
-        ok(server.quotas(&["--describe", "--names=ip=10.0.0.2"])),
+        ok(kafka_quotas(
+            &server,
+            &["--describe", "--names=ip=10.0.0.2"]
+        )),
         "connection_creation_rate connections_per_sec 10 {ip=<default>}\n"
     );
-    let json: Value = serde_json::from_str(&ok(server.quotas(&[
-        "--describe",
-        "--names=ip=10.0.0.1",
-        "--output=json",
-    ])))
+    let json: Value = serde_json::from_str(&ok(kafka_quotas(
+        &server,
+        &["--describe", "--names=ip=10.0.0.1", "--output=json"],
+    )))
     .unwrap();
     assert_eq!(
         json,
@@ -260,14 +259,17 @@ fn describe_an_ip_and_its_default() {
 
 #[test]
 fn validate_only_changes_nothing() {
-    let server = Kquotad::start();
-    ok(server.quotas(&[
-        "--alter",
-        "--names=user=alice",
-        "--add=producer_byte_rate=1000",
-        "--validate-only",
-    ]));
-    assert_eq!(ok(server.quotas(&["--list"])), "");
+    let server = start();
+    ok(kafka_quotas(
+        &server,
+        &[
+            "--alter",
+            "--names=user=alice",
+            "--add=producer_byte_rate=1000",
+            "--validate-only",
+        ],
+    ));
+    assert_eq!(ok(kafka_quotas(&server, &["--list"])), "");
 }
 
 /// Checks a value against the documented JSON schema of docs/cli.md: an entity is an object whose
@@ -288,14 +290,13 @@ fn check_quota_fields(q: &Value) {
 
 #[test]
 fn json_output_follows_its_schema() {
-    let server = Kquotad::start();
+    let server = start();
     seed(&server);
 
-    let list: Value = serde_json::from_str(&ok(server.quotas(&[
-        "--list",
-        "--names=client-id=my-client",
-        "--output=json",
-    ])))
+    let list: Value = serde_json::from_str(&ok(kafka_quotas(
+        &server,
+        &["--list", "--names=client-id=my-client", "--output=json"],
+    )))
     .unwrap();
     assert_eq!(list["version"], 1);
     let entities = list["entities"].as_array().expect("entities array");
@@ -319,13 +320,16 @@ fn json_output_follows_its_schema() {
         })
     );
 
-    let described: Value = serde_json::from_str(&ok(server.quotas(&[
-        "--describe",
-        "--names=user=user-one,client-id=my-client",
-        "--include-overrides",
-        "--output",
-        "json",
-    ])))
+    let described: Value = serde_json::from_str(&ok(kafka_quotas(
+        &server,
+        &[
+            "--describe",
+            "--names=user=user-one,client-id=my-client",
+            "--include-overrides",
+            "--output",
+            "json",
+        ],
+    )))
     .unwrap();
     assert_eq!(described["version"], 1);
     assert_eq!(described["user"], "user-one");
@@ -352,12 +356,15 @@ fn json_output_follows_its_schema() {
     );
     // Alter prints nothing in either format.
     assert_eq!(
-        ok(server.quotas(&[
-            "--alter",
-            "--names=user=u",
-            "--add=request_percentage=1.5",
-            "--output=json",
-        ])),
+        ok(kafka_quotas(
+            &server,
+            &[
+                "--alter",
+                "--names=user=u",
+                "--add=request_percentage=1.5",
+                "--output=json",
+            ]
+        )),
         ""
     );
 }
@@ -502,20 +509,29 @@ fn usage_errors_say_what_to_write_and_exit_2() {
 
 #[test]
 fn server_errors_name_the_entity_and_kafkas_error_and_exit_1() {
-    let server = Kquotad::start();
-    let r = server.quotas(&["--alter", "--names=user=x", "--add=request_percentage=-1"]);
+    let server = start();
+    let r = kafka_quotas(
+        &server,
+        &["--alter", "--names=user=x", "--add=request_percentage=-1"],
+    );
     assert_eq!(r.code, 1, "{r:?}");
     assert_eq!(
         r.stderr,
         "error: {user=x}: INVALID_REQUEST: Quota request_percentage must be greater than 0\n"
     );
     // kquotad's default policy is kip55: a sub-quota above the user's total is refused.
-    ok(server.quotas(&["--alter", "--names=user=u", "--add=producer_byte_rate=100"]));
-    let r = server.quotas(&[
-        "--alter",
-        "--names=user=u,client-id=c",
-        "--add=producer_byte_rate=200",
-    ]);
+    ok(kafka_quotas(
+        &server,
+        &["--alter", "--names=user=u", "--add=producer_byte_rate=100"],
+    ));
+    let r = kafka_quotas(
+        &server,
+        &[
+            "--alter",
+            "--names=user=u,client-id=c",
+            "--add=producer_byte_rate=200",
+        ],
+    );
     assert_eq!(r.code, 1, "{r:?}");
     assert!(
         r.stderr
@@ -540,7 +556,7 @@ fn server_errors_name_the_entity_and_kafkas_error_and_exit_1() {
 
 #[test]
 fn command_config_keys_are_used_and_unknown_keys_warned_about() {
-    let server = Kquotad::start();
+    let server = start();
     let dir = temp_dir("props");
     std::fs::create_dir_all(&dir).unwrap();
     let props = dir.join("admin.properties");
@@ -550,7 +566,7 @@ fn command_config_keys_are_used_and_unknown_keys_warned_about() {
     )
     .unwrap();
     let props_arg = props.to_str().unwrap();
-    let r = server.quotas(&["--list", "--command-config", props_arg]);
+    let r = kafka_quotas(&server, &["--list", "--command-config", props_arg]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(
         r.stderr,
@@ -569,7 +585,7 @@ fn command_config_keys_are_used_and_unknown_keys_warned_about() {
     assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{r:?}");
 
     std::fs::write(&props, "security.protocol=SASL_SSL\n").unwrap();
-    let r = server.quotas(&["--list", "--command-config", props_arg]);
+    let r = kafka_quotas(&server, &["--list", "--command-config", props_arg]);
     assert_eq!(r.code, 2, "{r:?}");
     assert_eq!(
         r.stderr,
@@ -579,119 +595,146 @@ fn command_config_keys_are_used_and_unknown_keys_warned_about() {
 
 #[test]
 fn kafka_configs_sets_the_seeds_sub_quota_and_describes_it() {
-    let server = Kquotad::start();
+    let server = start();
     // The second seed's command, with --bootstrap-server for --zookeeper.
     assert_eq!(
-        ok(server.configs(&[
-            "--alter",
-            "--add-config",
-            "producer_byte_rate=10,consumer_byte_rate=20",
-            "--entity-name",
-            "clientA",
-            "--entity-type",
-            "clients",
-            "--entity-name",
-            "user2",
-            "--entity-type",
-            "users",
-        ])),
+        ok(kafka_configs(
+            &server,
+            &[
+                "--alter",
+                "--add-config",
+                "producer_byte_rate=10,consumer_byte_rate=20",
+                "--entity-name",
+                "clientA",
+                "--entity-type",
+                "clients",
+                "--entity-name",
+                "user2",
+                "--entity-type",
+                "users",
+            ]
+        )),
         "Completed updating config for client clientA.\n"
     );
     // Values in the order Kafka's admin client's HashMap gives them, doubles as Java prints them.
     let line = "Quota configs for user-principal 'user2', client-id 'clientA' are consumer_byte_rate=20.0, producer_byte_rate=10.0\n";
     assert_eq!(
-        ok(server.configs(&[
-            "--describe",
-            "--entity-type",
-            "users",
-            "--entity-name",
-            "user2",
-            "--entity-type",
-            "clients",
-            "--entity-name",
-            "clientA",
-        ])),
+        ok(kafka_configs(
+            &server,
+            &[
+                "--describe",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                "user2",
+                "--entity-type",
+                "clients",
+                "--entity-name",
+                "clientA",
+            ]
+        )),
         line
     );
     // kafka-quotas sees the same entity.
     assert_eq!(
-        ok(server.quotas(&["--list", "--names=user=user2"])),
+        ok(kafka_quotas(&server, &["--list", "--names=user=user2"])),
         "{user=user2, client-id=clientA}\n\
          consumer_byte_rate broker_bps 20\n\
          producer_byte_rate broker_bps 10\n"
     );
 
     assert_eq!(
-        ok(server.configs(&[
-            "--alter",
-            "--entity-type",
-            "clients",
-            "--entity-default",
-            "--add-config",
-            "request_percentage=50",
-        ])),
+        ok(kafka_configs(
+            &server,
+            &[
+                "--alter",
+                "--entity-type",
+                "clients",
+                "--entity-default",
+                "--add-config",
+                "request_percentage=50",
+            ]
+        )),
         "Completed updating default config for clients in the cluster.\n"
     );
     assert_eq!(
-        ok(server.configs(&[
-            "--alter",
-            "--entity-type",
-            "users",
-            "--entity-name",
-            "user2",
-            "--add-config",
-            "producer_byte_rate=20000000",
-        ])),
+        ok(kafka_configs(
+            &server,
+            &[
+                "--alter",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                "user2",
+                "--add-config",
+                "producer_byte_rate=20000000",
+            ]
+        )),
         "Completed updating config for user user2.\n"
     );
     assert_eq!(
-        ok(server.configs(&["--describe", "--entity-type", "clients"])),
+        ok(kafka_configs(
+            &server,
+            &["--describe", "--entity-type", "clients"]
+        )),
         "Quota configs for the default client-id are request_percentage=50.0\n"
     );
     assert_eq!(
-        ok(server.configs(&["--describe", "--entity-type", "users"])),
+        ok(kafka_configs(
+            &server,
+            &["--describe", "--entity-type", "users"]
+        )),
         "Quota configs for user-principal 'user2' are producer_byte_rate=2.0E7\n"
     );
     assert_eq!(
-        ok(server.configs(&[
-            "--alter",
-            "--entity-type",
-            "users",
-            "--entity-name",
-            "user2",
-            "--entity-type",
-            "clients",
-            "--entity-name",
-            "clientA",
-            "--delete-config",
-            "consumer_byte_rate",
-        ])),
+        ok(kafka_configs(
+            &server,
+            &[
+                "--alter",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                "user2",
+                "--entity-type",
+                "clients",
+                "--entity-name",
+                "clientA",
+                "--delete-config",
+                "consumer_byte_rate",
+            ]
+        )),
         "Completed updating config for user user2.\n"
     );
     assert_eq!(
-        ok(server.configs(&[
-            "--describe",
-            "--entity-type",
-            "users",
-            "--entity-name",
-            "user2",
-            "--entity-type",
-            "clients",
-            "--entity-default",
-        ])),
+        ok(kafka_configs(
+            &server,
+            &[
+                "--describe",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                "user2",
+                "--entity-type",
+                "clients",
+                "--entity-default",
+            ]
+        )),
         ""
     );
 
     // A server refusal: the sub-quota now exceeds a smaller total.
-    let r = server.configs(&[
-        "--alter",
-        "--entity-type",
-        "users",
-        "--entity-name",
-        "user2",
-        "--add-config",
-        "producer_byte_rate=5",
-    ]);
+    let r = kafka_configs(
+        &server,
+        &[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "user2",
+            "--add-config",
+            "producer_byte_rate=5",
+        ],
+    );
     assert_eq!(r.code, 1, "{r:?}");
     assert!(
         r.stderr

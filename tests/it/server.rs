@@ -1,10 +1,9 @@
 //! `kquotad` as a process: durability under SIGKILL, bad input on the socket, graceful shutdown.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -15,57 +14,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
-static DIRS: AtomicUsize = AtomicUsize::new(0);
+use crate::common::{temp_dir, Kquotad};
 
-/// A fresh data directory under the target dir.
+/// A fresh data directory.
 fn data_dir() -> PathBuf {
-    let n = DIRS.fetch_add(1, Ordering::SeqCst);
-    let dir = std::env::temp_dir().join(format!("kquotad-it-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-/// A running `kquotad` on a free loopback port.
-struct Kquotad {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Kquotad {
-    fn start(dir: &Path, extra: &[&str]) -> Kquotad {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kquotad"))
-            .args(["--listeners", "PLAINTEXT://127.0.0.1:0", "--data-dir"])
-            .arg(dir)
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start kquotad");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read kquotad's first line");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .unwrap();
-        Kquotad { child, addr }
-    }
-
-    fn kill(mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Kquotad {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    temp_dir("server")
 }
 
 /// A minimal blocking Kafka client for one connection.
