@@ -69,7 +69,7 @@ fn seed(server: &Kquotad) {
             "--add=consumer_byte_rate:shares=100,producer_byte_rate=500000",
         ],
     ] {
-        assert_eq!(ok(kafka_quotas(&server, args)), "", "alter prints nothing");
+        assert_eq!(ok(kafka_quotas(server, args)), "", "alter prints nothing");
     }
 }
 
