@@ -142,7 +142,12 @@ fn main() {
             "| {description} | {count} | {:.1} MiB | {:.1} MiB | {per:.0} | {} | {} s |",
             before as f64 / (1 << 20) as f64,
             after as f64 / (1 << 20) as f64,
-            if per <= 200.0 { "met" } else { "NOT met" },
+            // The target is stated for 1M entities; small smoke runs are dominated by fixed costs.
+            match (n >= 1_000_000, per <= 200.0) {
+                (false, _) => "n/a (not 1M)",
+                (true, true) => "met",
+                (true, false) => "NOT met",
+            },
             fields[4],
         );
     }

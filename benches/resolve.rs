@@ -11,12 +11,13 @@
 //!   `{client-id=c}` are all configured for each pair (levels 1, 3 and 7), plus the defaults.
 //! - `default`: user and client-id names with no entries of their own; only the defaults apply.
 //!
-//! In each group, `*/1t` is one thread resolving, and `*/2t` is two threads resolving concurrently
-//! (each `iters` times); its time is the wall time divided by the total number of resolves, i.e. the
-//! per-resolve time of the aggregate throughput. `1t / 2t` is therefore the throughput scaling.
+//! Each group (`resolve/hit`, `resolve/default`) holds, per store size, `kquota-1t` and `naive-1t`
+//! (one thread resolving) and `kquota-2t` and `naive-2t` (two threads resolving concurrently, each
+//! `iters` times; the time reported is the wall time divided by the total number of resolves, i.e.
+//! the per-resolve time of the aggregate throughput). `1t / 2t` is therefore the throughput scaling.
 //!
 //! `KQUOTA_BENCH_CLOCK=cpu` measures the threads' CPU time instead of wall time, for machines shared
-//! with other work (see [`Clock`]).
+//! with other work (see `Clock`).
 //!
 //! The baseline is what a straightforward implementation looks like: one `RwLock` around a std
 //! `HashMap` from entity to a `HashMap<String, f64>` of its keys, and per resolve, one read lock and
