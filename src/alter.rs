@@ -606,16 +606,18 @@ pub(crate) fn load(
 ) -> Result<(), (Entity, ApiError)> {
     use state::{CLIENT, DEFAULT_USER_CLIENT, ONLY, USER, USER_DEFAULT_CLIENT};
     use EntityName::{Default as D, Named as N};
-    let mut users: FastMap<Name, UserNode> = FastMap::default();
+    let mut users: FastMap<Name, UserNode> =
+        FastMap::with_capacity_and_hasher(entries.len(), Default::default());
     let mut clients: FastMap<Name, NodeQuotas> = FastMap::default();
     let mut ips: FastMap<Name, NodeQuotas> = FastMap::default();
+    let key_texts: Vec<String> = QuotaKey::all().map(|k| k.to_string()).collect();
     let add = |sums: &mut state::SubSums, quotas: &[(QuotaKey, f64)]| {
         for (s, key) in QuotaKey::SUB_QUOTA_KEYS.iter().enumerate() {
             sums[s] += value_of(quotas, *key).unwrap_or(0.0) as u128;
         }
     };
     for (entity, mut quotas) in entries {
-        if let Some(error) = check_entry(&entity, &quotas) {
+        if let Some(error) = check_entry(&entity, &quotas, &key_texts) {
             return Err((entity, error));
         }
         if quotas.is_empty() {
@@ -691,7 +693,11 @@ pub(crate) fn load(
 }
 
 /// The checks an alteration setting `quotas` on `entity` would make.
-fn check_entry(entity: &Entity, quotas: &[(QuotaKey, f64)]) -> Option<ApiError> {
+fn check_entry(
+    entity: &Entity,
+    quotas: &[(QuotaKey, f64)],
+    key_texts: &[String],
+) -> Option<ApiError> {
     if let Some(EntityName::Named(ip)) = entity.ip() {
         if ip.as_str().parse::<IpAddr>().is_err() {
             return Some(ApiError::invalid_request(format!(
@@ -702,7 +708,7 @@ fn check_entry(entity: &Entity, quotas: &[(QuotaKey, f64)]) -> Option<ApiError> 
     }
     let mut seen: KeyMask = 0;
     for (key, value) in quotas {
-        let text = key.to_string();
+        let text = key_texts[key.index()].as_str();
         if key.is_ip_key() != entity.is_ip() {
             return Some(ApiError::invalid_request(format!(
                 "Invalid configuration key {text}"
@@ -714,7 +720,7 @@ fn check_entry(entity: &Entity, quotas: &[(QuotaKey, f64)]) -> Option<ApiError> 
             )));
         }
         seen |= 1 << key.index();
-        if let Err(e) = validate_value(*key, &text, *value) {
+        if let Err(e) = validate_value(*key, text, *value) {
             return Some(e);
         }
     }
