@@ -169,15 +169,15 @@ pub(crate) fn plan(state: &State, batch: &[Alteration], policy: SubQuotaPolicy) 
 fn duplicate_entity(parts: &[EntityPart]) -> ApiError {
     ApiError::invalid_request(format!(
         "Ignoring duplicate entity {}",
-        java_entity_string(parts)
+        java_entity_string(parts, parts.len())
     ))
 }
 
 /// Prints raw parts as Kafka prints a `ClientQuotaEntity`: `ClientQuotaEntity(entries={client-id=c,
-/// user=u})`, in Java `HashMap` order, `null` for the default.
-fn java_entity_string(parts: &[EntityPart]) -> String {
+/// user=u})`, in the order of a Java `HashMap` created with capacity `initial`, `null` for the default.
+pub(crate) fn java_entity_string(parts: &[EntityPart], initial: usize) -> String {
     let types: Vec<&str> = parts.iter().map(|p| p.entity_type.as_str()).collect();
-    let inner: Vec<String> = java_map_order(&types)
+    let inner: Vec<String> = java_map_order(&types, initial)
         .into_iter()
         .map(|i| {
             let p = &parts[i];
@@ -187,10 +187,10 @@ fn java_entity_string(parts: &[EntityPart]) -> String {
     format!("ClientQuotaEntity(entries={{{}}})", inner.join(", "))
 }
 
-/// The order in which a Java `HashMap<String, _>` created with capacity `keys.len()` iterates after
+/// The order in which a Java `HashMap<String, _>` created with capacity `initial` iterates after
 /// `put`ting `keys` in order. Returns, per distinct key, the index of its last `put` (later puts replace
 /// the value but keep the position). Kafka's error precedence and entity printing follow this order.
-fn java_map_order(keys: &[&str]) -> Vec<usize> {
+pub(crate) fn java_map_order(keys: &[&str], initial: usize) -> Vec<usize> {
     fn java_hash(s: &str) -> u32 {
         let h = s
             .encode_utf16()
@@ -202,7 +202,7 @@ fn java_map_order(keys: &[&str]) -> Vec<usize> {
         return (0..keys.len()).collect();
     }
     // HashMap(n) starts at the next power of two >= n and doubles whenever size > 0.75 × capacity.
-    let mut capacity = keys.len().max(1).next_power_of_two();
+    let mut capacity = initial.max(1).next_power_of_two();
     let mut distinct: Vec<(&str, usize)> = Vec::new();
     let mut position: HashMap<&str, usize> = HashMap::with_capacity(keys.len());
     for (i, key) in keys.iter().enumerate() {
@@ -249,7 +249,7 @@ fn validate(state: &State, alteration: &Alteration) -> Result<Change, ApiError> 
     let entity = validate_entity(&alteration.entity)?;
     let op_keys: Vec<&str> = alteration.ops.iter().map(|o| o.key.as_str()).collect();
     let mut ops: Vec<(QuotaKey, Option<f64>)> = Vec::with_capacity(alteration.ops.len());
-    for i in java_map_order(&op_keys) {
+    for i in java_map_order(&op_keys, op_keys.len()) {
         let op = &alteration.ops[i];
         match op.value {
             // Removing a key that cannot be set is a no-op, as in Kafka.
@@ -295,7 +295,7 @@ fn validate_entity(parts: &[EntityPart]) -> Result<Entity, ApiError> {
             dup.1
         )));
     }
-    for i in java_map_order(&types) {
+    for i in java_map_order(&types, types.len()) {
         let part = &parts[i];
         let ty: EntityType = part.entity_type.parse().map_err(|_| {
             ApiError::invalid_request(format!(
@@ -812,9 +812,12 @@ mod tests {
     #[test]
     fn java_order_of_entity_types() {
         // Verified against Java 17: {user, client-id} iterates client-id first, whatever the put order.
-        assert_eq!(java_map_order(&["user", "client-id"]), vec![1, 0]);
-        assert_eq!(java_map_order(&["client-id", "user"]), vec![0, 1]);
-        assert_eq!(java_map_order(&["client-id", "user", "ip"]), vec![0, 1, 2]);
+        assert_eq!(java_map_order(&["user", "client-id"], 2), vec![1, 0]);
+        assert_eq!(java_map_order(&["client-id", "user"], 2), vec![0, 1]);
+        assert_eq!(
+            java_map_order(&["client-id", "user", "ip"], 3),
+            vec![0, 1, 2]
+        );
     }
 
     #[test]
@@ -823,11 +826,11 @@ mod tests {
         let c = "consumer_byte_rate";
         let r = "request_percentage";
         let m = "controller_mutation_rate";
-        assert_eq!(java_map_order(&[p, c]), vec![1, 0]);
-        assert_eq!(java_map_order(&[p, c, r]), vec![1, 0, 2]);
-        assert_eq!(java_map_order(&[p, c, m, r]), vec![0, 1, 2, 3]);
+        assert_eq!(java_map_order(&[p, c], 2), vec![1, 0]);
+        assert_eq!(java_map_order(&[p, c, r], 3), vec![1, 0, 2]);
+        assert_eq!(java_map_order(&[p, c, m, r], 4), vec![0, 1, 2, 3]);
         // Kafka reports `Invalid configuration key aaa` for ops zzz, aaa.
-        assert_eq!(java_map_order(&["zzz", "aaa"]), vec![1, 0]);
+        assert_eq!(java_map_order(&["zzz", "aaa"], 2), vec![1, 0]);
     }
 
     #[test]
@@ -843,7 +846,7 @@ mod tests {
             },
         ];
         assert_eq!(
-            java_entity_string(&parts),
+            java_entity_string(&parts, parts.len()),
             "ClientQuotaEntity(entries={client-id=null, user=alice})"
         );
     }

@@ -9,7 +9,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::frame::{fit_message, Header, ReadResult, Reader};
 use super::{decode, respond, CloseReason, Handler};
-use crate::alter::{Alteration, EntityPart, Op};
+use crate::alter::{java_entity_string, java_map_order, Alteration, EntityPart, Op};
 use crate::error::{ApiError, ErrorCode};
 use crate::key::QuotaKey;
 
@@ -95,19 +95,6 @@ pub(super) struct EntityOutcome {
 /// Kafka's message for `UNKNOWN_SERVER_ERROR`.
 const UNKNOWN_SERVER_ERROR_MESSAGE: &str =
     "The server experienced an unexpected error when processing the request.";
-
-/// Prints an entity as Kafka's `ClientQuotaEntity.toString` does, in its `HashMap` order.
-fn java_entity_string(parts: &[EntityPart], sent_parts: usize) -> String {
-    let types: Vec<&str> = parts.iter().map(|p| p.entity_type.as_str()).collect();
-    let inner: Vec<String> = java_map_order(&types, sent_parts)
-        .into_iter()
-        .map(|i| {
-            let p = &parts[i];
-            format!("{}={}", p.entity_type, p.name.as_deref().unwrap_or("null"))
-        })
-        .collect();
-    format!("ClientQuotaEntity(entries={{{}}})", inner.join(", "))
-}
 
 /// Whether two ops of an entry name the same key (the same text, or two spellings of one key).
 fn has_duplicate_key(ops: &[Op]) -> bool {
@@ -246,29 +233,6 @@ pub(super) fn alter_by_entity(
     Ok(out.into_iter().flatten().collect())
 }
 
-/// Java's `String.hashCode`, spread as `HashMap` spreads it.
-fn java_hash(s: &str) -> u32 {
-    let h = s.encode_utf16().fold(0i32, |h, unit| {
-        h.wrapping_mul(31).wrapping_add(i32::from(unit))
-    }) as u32;
-    h ^ (h >> 16)
-}
-
-/// The order in which Kafka's `HashMap<String, String>`, created with capacity `initial` and filled
-/// with `types` (distinct, in insertion order), iterates: indices into `types`.
-pub(super) fn java_map_order(types: &[&str], initial: usize) -> Vec<usize> {
-    // `tableSizeFor(initial)`, then a doubling whenever the size passes 3/4 of the capacity.
-    let mut capacity = initial.max(1).next_power_of_two();
-    while types.len() > capacity * 3 / 4 {
-        capacity *= 2;
-    }
-    let mask = (capacity - 1) as u32;
-    let mut order: Vec<usize> = (0..types.len()).collect();
-    // Stable: within a bucket Java keeps insertion order.
-    order.sort_by_key(|&i| java_hash(types[i]) & mask);
-    order
-}
-
 fn entity_data(part: &EntityPart) -> EntityData {
     let mut e = EntityData::default();
     e.entity_type = StrBytes::from_string(part.entity_type.clone());
@@ -357,14 +321,6 @@ pub(super) fn handle(h: &Handler, header: Header, body: &[u8]) -> Result<BytesMu
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn java_hashes() {
-        // String.hashCode spread (h ^ h >>> 16), from the facts about Java 17's HashMap.
-        assert_eq!(java_hash("user") as i32, 3599357);
-        assert_eq!(java_hash("client-id") as i32, -1904106276);
-        assert_eq!(java_hash("ip") as i32, 3367);
-    }
 
     #[test]
     fn kafka_puts_client_id_before_user() {
