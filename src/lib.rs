@@ -70,9 +70,10 @@
 //!
 //! # Memory
 //!
-//! A configured entity with one key and a short name costs about 200 bytes of heap (figures per entity
-//! shape in `docs/benchmarks.md`): the trie leaf and entry, the shared name, and the values, stored inline
-//! when there is one.
+//! Measured at 1,000,000 entities with one key and short names (`docs/benchmarks.md`): about 150 bytes
+//! of live heap per `{user}` or `{client-id}` entity (the trie leaf and entry, the shared name, and the
+//! value, stored inline when there is one), and about 450 bytes per `{user, client-id}` entity when every
+//! user has a single client, because each such user carries its own client trie and sub-quota sums.
 
 mod alter;
 pub mod client;
