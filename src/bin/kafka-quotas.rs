@@ -1,6 +1,9 @@
 //! `kafka-quotas`: the seeds' QuotasCommand. Lists, describes and alters client quotas on any server
 //! that speaks Kafka's DescribeClientQuotas / AlterClientQuotas (kquotad or Apache Kafka).
 
+// Help text is written for the terminal: `name[:unit]` is an optional part, not a doc link.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
