@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
-use kquota::client::{error_name, AdminClient, ClientConfig, QuotaEntry};
+use kquota::client::{
+    clap_failure, error_name, exit_status, usage, AdminClient, ClientConfig, Failure, QuotaEntry,
+};
 use kquota::{Alteration, ComponentMatch, Entity, EntityName, EntityType, QuotaKey};
 
 const EXAMPLES: &str = "\
@@ -75,15 +77,6 @@ struct Args {
     delete_config: Vec<String>,
 }
 
-enum Failure {
-    Usage(String),
-    Server(String),
-}
-
-fn usage<T>(message: impl Into<String>) -> Result<T, Failure> {
-    Err(Failure::Usage(message.into()))
-}
-
 fn main() -> ExitCode {
     let matches = match Args::command().try_get_matches() {
         Ok(m) => m,
@@ -106,42 +99,7 @@ fn main() -> ExitCode {
     }
     names.sort_by_key(|(i, _)| *i);
     let names: Vec<Option<String>> = names.into_iter().map(|(_, n)| n).collect();
-    match run(&args, &names) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Usage(m)) => {
-            eprintln!("error: {m}");
-            ExitCode::from(2)
-        }
-        Err(Failure::Server(m)) => {
-            eprintln!("error: {m}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-fn clap_failure(e: clap::Error) -> ExitCode {
-    use clap::error::ErrorKind;
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        let _ = e.print();
-        return ExitCode::SUCCESS;
-    }
-    let rendered = e.render().to_string();
-    let mut lines = rendered.lines();
-    let mut out = lines
-        .next()
-        .unwrap_or("error: invalid arguments")
-        .to_owned();
-    for line in lines {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with("Usage:") || line.starts_with("For more information")
-        {
-            continue;
-        }
-        out.push_str("; ");
-        out.push_str(line.strip_prefix("tip: ").unwrap_or(line));
-    }
-    eprintln!("{out} (see --help)");
-    ExitCode::from(2)
+    exit_status(run(&args, &names))
 }
 
 fn run(args: &Args, names: &[Option<String>]) -> Result<(), Failure> {

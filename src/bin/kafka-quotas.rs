@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use kquota::client::{error_name, AdminClient, ClientConfig, QuotaEntry};
+use kquota::client::{
+    clap_failure, error_name, exit_status, usage, AdminClient, ClientConfig, Failure, QuotaEntry,
+};
 use kquota::{
     format_describe, format_list, Alteration, ComponentMatch, DescribedQuota, Engine, Entity,
     EntityName, EntityType, Level, ListFilter, ListedEntity, ParseError, QuotaKey, QuotaType,
@@ -124,65 +126,12 @@ enum Output {
     Json,
 }
 
-/// A failure and its exit status.
-enum Failure {
-    /// The command line is wrong: exit 2.
-    Usage(String),
-    /// The server refused or could not be reached: exit 1.
-    Server(String),
-}
-
 fn main() -> ExitCode {
     let args = match Args::try_parse() {
         Ok(args) => args,
         Err(e) => return clap_failure(e),
     };
-    match run(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Usage(m)) => {
-            eprintln!("error: {m}");
-            ExitCode::from(2)
-        }
-        Err(Failure::Server(m)) => {
-            eprintln!("error: {m}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// Help and version go to stdout with status 0; anything else clap refuses becomes one line and
-/// status 2, with clap's tip (if any) on the same line.
-fn clap_failure(e: clap::Error) -> ExitCode {
-    use clap::error::ErrorKind;
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        let _ = e.print();
-        return ExitCode::SUCCESS;
-    }
-    eprintln!("{}", one_line(&e.render().to_string()));
-    ExitCode::from(2)
-}
-
-fn one_line(rendered: &str) -> String {
-    let mut lines = rendered.lines();
-    let mut out = lines
-        .next()
-        .unwrap_or("error: invalid arguments")
-        .to_owned();
-    for line in lines {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with("Usage:") || line.starts_with("For more information")
-        {
-            continue;
-        }
-        out.push_str("; ");
-        out.push_str(line.strip_prefix("tip: ").unwrap_or(line));
-    }
-    out.push_str(" (see --help)");
-    out
-}
-
-fn usage<T>(message: impl Into<String>) -> Result<T, Failure> {
-    Err(Failure::Usage(message.into()))
+    exit_status(run(args))
 }
 
 /// One entity component as the command line gives it.

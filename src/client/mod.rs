@@ -22,6 +22,7 @@
 //! ```
 
 mod config;
+mod exit;
 
 use std::fmt;
 use std::io::{Read, Write};
@@ -37,6 +38,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 pub use config::{parse_properties, ClientConfig, ConfigError, KNOWN_KEYS};
+pub use exit::{clap_failure, exit_status, usage, Failure};
 
 use crate::alter::{AlterResult, Alteration, EntityPart};
 use crate::describe::ComponentMatch;
