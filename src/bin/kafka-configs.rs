@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 use kquota::client::{
-    clap_failure, error_name, exit_status, usage, AdminClient, ClientConfig, Failure, QuotaEntry,
+    clap_failure, error_name, exit_status, load_command_config, usage, AdminClient, Failure,
+    QuotaEntry,
 };
 use kquota::{Alteration, ComponentMatch, Entity, EntityName, EntityType, QuotaKey};
 
@@ -130,7 +131,7 @@ fn run(args: &Args, names: &[Option<String>]) -> Result<(), Failure> {
             format!("{key} applies only to --entity-type ips")
         });
     }
-    let config = load_config(args.command_config.as_deref())?;
+    let config = load_command_config(args.command_config.as_deref())?;
     let bootstrap = match (&args.bootstrap_server, &config.bootstrap_servers) {
         (Some(b), _) | (None, Some(b)) => b.clone(),
         (None, None) => {
@@ -264,17 +265,6 @@ fn config_ops(add: &[String], delete: &[String]) -> Result<Vec<(QuotaKey, Option
         }
     }
     Ok(ops)
-}
-
-fn load_config(path: Option<&std::path::Path>) -> Result<ClientConfig, Failure> {
-    let Some(path) = path else {
-        return Ok(ClientConfig::default());
-    };
-    let (config, warnings) = ClientConfig::from_file(path).or_else(usage)?;
-    for w in warnings {
-        eprintln!("warning: {w}");
-    }
-    Ok(config)
 }
 
 fn describe(admin: &mut AdminClient, spec: &[(EntityType, Target)]) -> Result<(), Failure> {

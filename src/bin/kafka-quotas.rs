@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use kquota::client::{
-    clap_failure, error_name, exit_status, usage, AdminClient, ClientConfig, Failure, QuotaEntry,
+    clap_failure, error_name, exit_status, load_command_config, usage, AdminClient, ClientConfig,
+    Failure, QuotaEntry,
 };
 use kquota::{
     format_describe, format_list, Alteration, ComponentMatch, DescribedQuota, Engine, Entity,
@@ -152,7 +153,7 @@ enum Operation {
 fn run(args: Args) -> Result<(), Failure> {
     let op = operation(&args)?;
     let components = entity_spec(&args)?;
-    let config = load_config(args.command_config.as_deref())?;
+    let config = load_command_config(args.command_config.as_deref())?;
     let bootstrap = match (&args.bootstrap_server, &config.bootstrap_servers) {
         (Some(b), _) | (None, Some(b)) => b.clone(),
         (None, None) => {
@@ -283,17 +284,6 @@ fn entity_spec(args: &Args) -> Result<Vec<(EntityType, Spec)>, Failure> {
         return usage("ip cannot be combined with user or client-id; give ip on its own");
     }
     Ok(out)
-}
-
-fn load_config(path: Option<&std::path::Path>) -> Result<ClientConfig, Failure> {
-    let Some(path) = path else {
-        return Ok(ClientConfig::default());
-    };
-    let (config, warnings) = ClientConfig::from_file(path).or_else(usage)?;
-    for w in warnings {
-        eprintln!("warning: {w}");
-    }
-    Ok(config)
 }
 
 fn connect(bootstrap: &str, config: &ClientConfig) -> Result<AdminClient, Failure> {

@@ -1,6 +1,9 @@
 //! How the command line tools end: the exit statuses they document, and clap's refusals as one line.
 
+use std::path::Path;
 use std::process::ExitCode;
+
+use super::ClientConfig;
 
 /// Why a tool failed.
 #[derive(Debug)]
@@ -14,6 +17,19 @@ pub enum Failure {
 /// A usage failure, as a `Result`.
 pub fn usage<T>(message: impl Into<String>) -> Result<T, Failure> {
     Err(Failure::Usage(message.into()))
+}
+
+/// Reads `--command-config` if given (defaults otherwise), printing a `warning:` line per key not
+/// understood; an unreadable or invalid file is a usage failure.
+pub fn load_command_config(path: Option<&Path>) -> Result<ClientConfig, Failure> {
+    let Some(path) = path else {
+        return Ok(ClientConfig::default());
+    };
+    let (config, warnings) = ClientConfig::from_file(path).or_else(usage)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(config)
 }
 
 /// Prints a failure as `error: …` on stderr and returns the documented exit status.

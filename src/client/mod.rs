@@ -38,7 +38,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 pub use config::{parse_properties, ClientConfig, ConfigError, KNOWN_KEYS};
-pub use exit::{clap_failure, exit_status, usage, Failure};
+pub use exit::{clap_failure, exit_status, load_command_config, usage, Failure};
 
 use crate::alter::{AlterResult, Alteration, EntityPart};
 use crate::describe::ComponentMatch;

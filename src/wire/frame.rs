@@ -138,6 +138,36 @@ impl<'a> Reader<'a> {
         Err(CodecError::new(format!("{what}: varint is too long")))
     }
 
+    /// A length prefix: an unsigned varint + 1 when `compact`, else an `i32` (`wide`) or `i16`. `None`
+    /// is null (−1); a null where the schema does not allow one, or another negative length, is an
+    /// error.
+    fn length(
+        &mut self,
+        compact: bool,
+        wide: bool,
+        nullable: bool,
+        kind: &str,
+        what: &str,
+    ) -> ReadResult<Option<usize>> {
+        let len: i64 = if compact {
+            i64::from(self.uvarint(what)?) - 1
+        } else if wide {
+            i64::from(self.i32(what)?)
+        } else {
+            i64::from(self.i16(what)?)
+        };
+        match len {
+            -1 if nullable => Ok(None),
+            -1 => Err(CodecError::new(format!(
+                "non-nullable field {what} was serialized as null"
+            ))),
+            len if len < 0 => Err(CodecError::new(format!(
+                "{what}: negative {kind} length {len}"
+            ))),
+            len => Ok(Some(len as usize)),
+        }
+    }
+
     /// A string (`compact` for flexible versions); `None` is null. A null where the schema does not
     /// allow one is an error.
     pub(crate) fn string(
@@ -146,26 +176,9 @@ impl<'a> Reader<'a> {
         nullable: bool,
         what: &str,
     ) -> ReadResult<Option<&'a [u8]>> {
-        let len: i64 = if compact {
-            i64::from(self.uvarint(what)?) - 1
-        } else {
-            i64::from(self.i16(what)?)
+        let Some(len) = self.length(compact, false, nullable, "string", what)? else {
+            return Ok(None);
         };
-        if len == -1 {
-            return if nullable {
-                Ok(None)
-            } else {
-                Err(CodecError::new(format!(
-                    "non-nullable field {what} was serialized as null"
-                )))
-            };
-        }
-        if len < 0 {
-            return Err(CodecError::new(format!(
-                "{what}: negative string length {len}"
-            )));
-        }
-        let len = len as usize;
         if len > MAX_STRING_BYTES {
             return Err(CodecError::new(format!(
                 "string field {what} had invalid length {len}"
@@ -197,26 +210,9 @@ impl<'a> Reader<'a> {
         nullable: bool,
         what: &str,
     ) -> ReadResult<Option<usize>> {
-        let len: i64 = if compact {
-            i64::from(self.uvarint(what)?) - 1
-        } else {
-            i64::from(self.i32(what)?)
+        let Some(len) = self.length(compact, true, nullable, "array", what)? else {
+            return Ok(None);
         };
-        if len == -1 {
-            return if nullable {
-                Ok(None)
-            } else {
-                Err(CodecError::new(format!(
-                    "non-nullable field {what} was serialized as null"
-                )))
-            };
-        }
-        if len < 0 {
-            return Err(CodecError::new(format!(
-                "{what}: negative array length {len}"
-            )));
-        }
-        let len = len as usize;
         if len > self.remaining() {
             return Err(CodecError::new(format!(
                 "Tried to allocate a collection of size {len}, but there are only {} bytes remaining.",
