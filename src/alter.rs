@@ -11,7 +11,7 @@ use crate::engine::SubQuotaPolicy;
 use crate::entity::{Entity, EntityName, EntityType, Name};
 use crate::error::{ApiError, ParseError};
 use crate::key::{format_value, QuotaKey, ValueKind};
-use crate::state::{self, new_map, KeyMask, NodeQuotas, State, UserClients, UserNode};
+use crate::state::{self, KeyMask, NodeQuotas, State, UserNode};
 
 /// One component of an entity as a request names it: a type and a name (`None` for the default).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -411,12 +411,9 @@ fn locate<'s>(state: &'s State, entity: &Entity) -> Option<(&'s NodeQuotas, usiz
             .users
             .get(u.as_str())
             .map(|n| (&n.quotas, USER_DEFAULT_CLIENT)),
-        Entity::UserClient(N(u), N(c)) => state
-            .users
-            .get(u.as_str())
-            .and_then(|n| n.clients.as_deref())
-            .and_then(|cs| cs.map.get(c.as_str()))
-            .map(|q| (q, ONLY)),
+        Entity::UserClient(N(u), N(c)) => {
+            state.pairs.get(u.as_str(), c.as_str()).map(|q| (q, ONLY))
+        }
         Entity::User(D) => Some((&state.default_user, USER)),
         Entity::UserClient(D, D) => Some((&state.default_user, USER_DEFAULT_CLIENT)),
         Entity::UserClient(D, N(c)) => state
@@ -530,11 +527,7 @@ fn check_group(
     let total = total?;
     let s = state::sub_index(key.index()).expect("sub-quota key");
     let base_sum = match user {
-        EntityName::Named(u) => state
-            .users
-            .get(u.as_str())
-            .and_then(|n| n.clients.as_deref())
-            .map_or(0, |c| c.sums[s]),
+        EntityName::Named(u) => state.users.get(u.as_str()).map_or(0, |n| n.sums.get()[s]),
         EntityName::Default => state.default_user_sums[s],
     };
     let sum = base_sum as i128 + delta;
@@ -597,7 +590,7 @@ impl std::fmt::Display for Num {
 /// Validates and applies a whole configuration to an empty state in one pass: the bulk path for loading a
 /// store at start-up. Each entity gets the checks an alteration setting its keys would get (key allowed
 /// for the entity, value rules, a valid IP), and under `kip55` every user node is checked against the
-/// sub-quota rules once everything is in. Nodes are assembled in memory and inserted into the tries
+/// sub-quota rules once everything is in. Nodes are assembled in memory and inserted into the tables
 /// once each. Returns the first entity refused.
 pub(crate) fn load(
     state: &mut State,
@@ -606,8 +599,9 @@ pub(crate) fn load(
 ) -> Result<(), (Entity, ApiError)> {
     use state::{CLIENT, DEFAULT_USER_CLIENT, ONLY, USER, USER_DEFAULT_CLIENT};
     use EntityName::{Default as D, Named as N};
-    let mut users: FastMap<Name, UserNode> =
+    let mut users: FastMap<Name, (UserNode, state::SubSums)> =
         FastMap::with_capacity_and_hasher(entries.len(), Default::default());
+    let mut pairs: Vec<(Name, Name, NodeQuotas)> = Vec::new();
     let mut clients: FastMap<Name, NodeQuotas> = FastMap::default();
     let mut ips: FastMap<Name, NodeQuotas> = FastMap::default();
     let key_texts: Vec<String> = QuotaKey::all().map(|k| k.to_string()).collect();
@@ -626,24 +620,23 @@ pub(crate) fn load(
         quotas.sort_by_key(|(k, _)| *k);
         let q = quotas.as_slice();
         match &entity {
-            Entity::User(N(u)) => users.entry(u.clone()).or_default().quotas.set_slot(USER, q),
+            Entity::User(N(u)) => users
+                .entry(u.clone())
+                .or_default()
+                .0
+                .quotas
+                .set_slot(USER, q),
             Entity::UserClient(N(u), D) => users
                 .entry(u.clone())
                 .or_default()
+                .0
                 .quotas
                 .set_slot(USER_DEFAULT_CLIENT, q),
             Entity::UserClient(N(u), N(c)) => {
-                let node = users.entry(u.clone()).or_default();
-                let subs = node.clients.get_or_insert_with(|| {
-                    Box::new(UserClients {
-                        map: new_map(),
-                        sums: [0; 4],
-                    })
-                });
-                add(&mut subs.sums, q);
+                add(&mut users.entry(u.clone()).or_default().1, q);
                 let mut one = NodeQuotas::default();
                 one.set_slot(ONLY, q);
-                subs.map.insert_mut(c.clone(), one);
+                pairs.push((u.clone(), c.clone(), one));
             }
             Entity::User(D) => state.default_user.set_slot(USER, q),
             Entity::UserClient(D, D) => state.default_user.set_slot(USER_DEFAULT_CLIENT, q),
@@ -662,10 +655,9 @@ pub(crate) fn load(
         state.entity_count += 1;
     }
     if policy == SubQuotaPolicy::Kip55 {
-        let named = users.iter().map(|(u, node)| {
-            let sums = node.clients.as_deref().map_or([0; 4], |c| c.sums);
-            (N(u.clone()), &node.quotas, sums)
-        });
+        let named = users
+            .iter()
+            .map(|(u, (node, sums))| (N(u.clone()), &node.quotas, *sums));
         let default = std::iter::once((D, &state.default_user, state.default_user_sums));
         for (user, quotas, sums) in named.chain(default) {
             for (i, key) in QuotaKey::SUB_QUOTA_KEYS.into_iter().enumerate() {
@@ -680,14 +672,20 @@ pub(crate) fn load(
             }
         }
     }
-    for (u, node) in users {
-        state.users.insert_mut(u, node);
+    for (u, (mut node, sums)) in users {
+        node.sums.set(sums);
+        if !node.is_empty() {
+            state.users.insert(u, node);
+        }
+    }
+    for (u, c, node) in pairs {
+        state.pairs.insert(u, c, node);
     }
     for (c, node) in clients {
-        state.clients.insert_mut(c, node);
+        state.clients.insert(c, node);
     }
     for (ip, node) in ips {
-        state.ips.insert_mut(ip, node);
+        state.ips.insert(ip, node);
     }
     Ok(())
 }
@@ -727,7 +725,7 @@ fn check_entry(
     None
 }
 
-/// Applies validated changes to `state` (path-copying what they touch).
+/// Applies validated changes to `state` (copying the table shards they touch).
 pub(crate) fn apply(state: &mut State, changes: &[Change]) {
     use state::{CLIENT, DEFAULT_USER_CLIENT, ONLY, USER, USER_DEFAULT_CLIENT};
     use EntityName::{Default as D, Named as N};
@@ -740,19 +738,20 @@ pub(crate) fn apply(state: &mut State, changes: &[Change]) {
             Entity::UserClient(N(u), D) => update_user(state, u, |n| {
                 n.quotas.set_slot(USER_DEFAULT_CLIENT, &change.new)
             }),
-            Entity::UserClient(N(u), N(c)) => update_user(state, u, |n| {
-                let clients = n.clients.get_or_insert_with(|| {
-                    Box::new(UserClients {
-                        map: new_map(),
-                        sums: [0; 4],
-                    })
+            Entity::UserClient(N(u), N(c)) => {
+                update_user(state, u, |n| {
+                    let mut sums = n.sums.get();
+                    adjust_sums(&mut sums, change);
+                    n.sums.set(sums);
                 });
-                adjust_sums(&mut clients.sums, change);
-                update_node(&mut clients.map, c, |q| q.set_slot(ONLY, &change.new));
-                if clients.map.is_empty() {
-                    n.clients = None;
+                if is {
+                    let mut node = NodeQuotas::default();
+                    node.set_slot(ONLY, &change.new);
+                    state.pairs.insert(u.clone(), c.clone(), node);
+                } else {
+                    state.pairs.remove(u.as_str(), c.as_str());
                 }
-            }),
+            }
             Entity::User(D) => state.default_user.set_slot(USER, &change.new),
             Entity::UserClient(D, D) => state
                 .default_user
@@ -788,9 +787,9 @@ fn update_node(map: &mut state::Map<NodeQuotas>, name: &Name, f: impl FnOnce(&mu
     let mut node = map.get(name.as_str()).cloned().unwrap_or_default();
     f(&mut node);
     if node.is_empty() {
-        map.remove_mut(name.as_str());
+        map.remove(name.as_str());
     } else {
-        map.insert_mut(name.clone(), node);
+        map.insert(name.clone(), node);
     }
 }
 
@@ -798,10 +797,10 @@ fn update_node(map: &mut state::Map<NodeQuotas>, name: &Name, f: impl FnOnce(&mu
 fn update_user(state: &mut State, user: &Name, f: impl FnOnce(&mut UserNode)) {
     let mut node = state.users.get(user.as_str()).cloned().unwrap_or_default();
     f(&mut node);
-    if node.quotas.is_empty() && node.clients.is_none() {
-        state.users.remove_mut(user.as_str());
+    if node.is_empty() {
+        state.users.remove(user.as_str());
     } else {
-        state.users.insert_mut(user.clone(), node);
+        state.users.insert(user.clone(), node);
     }
 }
 

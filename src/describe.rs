@@ -230,9 +230,9 @@ pub(crate) fn for_each_entity(state: &State, mut f: impl FnMut(Entity, &NodeQuot
             &node.quotas,
             USER_DEFAULT_CLIENT,
         );
-        for (c, q) in node.clients.iter().flat_map(|cs| cs.map.iter()) {
-            emit(Entity::UserClient(named(u), named(c)), q, ONLY);
-        }
+    }
+    for ((u, c), q) in state.pairs.iter() {
+        emit(Entity::UserClient(named(u), named(c)), q, ONLY);
     }
     let d = || EntityName::Default;
     emit(Entity::User(d()), &state.default_user, USER);

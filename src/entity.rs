@@ -4,9 +4,9 @@
 //! either a name or the default. The combinations are enforced by [`Entity`]'s shape, so a value of that
 //! type is always one Kafka accepts.
 
+use smol_str::SmolStr;
 use std::borrow::Borrow;
 use std::fmt;
-use std::sync::Arc;
 
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
@@ -68,9 +68,10 @@ impl fmt::Display for EntityType {
 
 /// A non-empty entity name. Names are opaque UTF-8: `<default>` spelled out is an ordinary name.
 ///
-/// Cloning is a reference-count increment.
+/// Names of up to 23 bytes are stored inline (no allocation, and a clone is a copy); longer ones are
+/// shared, and cloning them is a reference-count increment.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Name(Arc<str>);
+pub struct Name(SmolStr);
 
 impl Name {
     /// Wraps `name`, rejecting the empty string.
@@ -78,36 +79,36 @@ impl Name {
         if name.is_empty() {
             Err(ParseError::EmptyName)
         } else {
-            Ok(Name(Arc::from(name)))
+            Ok(Name(SmolStr::new(name)))
         }
     }
 
     /// The name as given.
     pub fn as_str(&self) -> &str {
-        &self.0
+        self.0.as_str()
     }
 
     /// The name in Kafka's sanitized form (see [`sanitize`]).
     pub fn sanitized(&self) -> String {
-        sanitize(&self.0)
+        sanitize(self.0.as_str())
     }
 }
 
 impl Borrow<str> for Name {
     fn borrow(&self) -> &str {
-        &self.0
+        self.0.as_str()
     }
 }
 
 impl fmt::Debug for Name {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(self.0.as_str(), f)
     }
 }
 
 impl fmt::Display for Name {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.0.as_str())
     }
 }
 

@@ -222,24 +222,31 @@ pub(crate) struct Sources<'s> {
 }
 
 impl<'s> Sources<'s> {
-    /// Finds every level's node: at most three map lookups (user, the user's client, the client-id).
+    /// Finds every level's node: at most three map lookups (user, the (user, client-id) pair, the
+    /// client-id).
     #[inline]
     pub(crate) fn find(state: &'s State, user: Option<&str>, client: ClientArg<'_>) -> Sources<'s> {
-        let user_node = match user {
-            Some(u) if !state.users.is_empty() => state.users.get(u),
-            _ => None,
-        };
         let named_client = match client {
             ClientArg::Named(c) => Some(c),
             _ => None,
         };
         let has_client = !matches!(client, ClientArg::Empty);
-        let client_node = match named_client {
-            Some(c) if !state.clients.is_empty() => state.clients.get(c),
+        // Each name is hashed once, and the three probes start before any finishes, so that their
+        // cache misses overlap.
+        let user_hash = user.map(|u| state.users.hash(u));
+        let client_hash = named_client.map(|c| state.users.hash(c));
+        let user_probe = user_hash.map(|h| state.users.probe(h));
+        let client_probe = client_hash.map(|h| state.clients.probe(h));
+        let pair_probe = match (user_hash, client_hash) {
+            (Some(hu), Some(hc)) => Some(state.pairs.probe(state::pair_hash(hu, hc))),
             _ => None,
         };
-        let user_client = match (user_node.and_then(|n| n.clients.as_deref()), named_client) {
-            (Some(clients), Some(c)) => clients.map.get(c),
+        let user_node = user_probe.zip(user).and_then(|(p, u)| p.finish(u));
+        let client_node = client_probe
+            .zip(named_client)
+            .and_then(|(p, c)| p.finish(c));
+        let user_client = match (pair_probe, user, named_client) {
+            (Some(p), Some(u), Some(c)) => p.finish(u, c),
             _ => None,
         };
         use crate::state::{CLIENT, DEFAULT_USER_CLIENT, ONLY, USER, USER_DEFAULT_CLIENT};
@@ -265,10 +272,7 @@ impl<'s> Sources<'s> {
     /// The sub-quota sums that bound a level-3 or level-6 total.
     pub(crate) fn sums(&self, state: &State, level: Level) -> state::SubSums {
         match level {
-            Level::User => self
-                .user_node
-                .and_then(|n| n.clients.as_deref())
-                .map_or([0; 4], |c| c.sums),
+            Level::User => self.user_node.map_or([0; 4], |n| n.sums.get()),
             Level::DefaultUser => state.default_user_sums,
             _ => [0; 4],
         }

@@ -1,19 +1,166 @@
 //! The immutable configuration snapshot that readers see, and its compact node types.
 //!
-//! Every map is a persistent hash trie: an alteration path-copies only the nodes it touches, so a
-//! batch costs what it changes, and the previous snapshot stays intact for readers still holding it.
+//! Every map is a flat persistent hash table ([`crate::index::Table`]): an alteration copies only the
+//! shards it touches, so a batch costs what it changes, and the previous snapshot stays intact for
+//! readers still holding it. All maps of a snapshot hash with one hasher, so resolution hashes each
+//! name once and reuses the hash for every map it probes.
 
-use rpds::HashTrieMapSync;
+use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use crate::entity::Name;
+use crate::index::{Probe, Table};
 use crate::key::QuotaKey;
 
-/// A persistent map from names to `V`.
-pub(crate) type Map<V> = HashTrieMapSync<Name, V, foldhash::fast::RandomState>;
+/// The hasher every map of a state uses.
+pub(crate) type Hasher = foldhash::fast::RandomState;
 
-/// An empty [`Map`].
-pub(crate) fn new_map<V>() -> Map<V> {
-    HashTrieMapSync::new_with_hasher_and_ptr_kind(foldhash::fast::RandomState::default())
+/// A persistent map from names to `V`.
+#[derive(Clone, Debug)]
+pub(crate) struct Map<V> {
+    table: Table<Name, V>,
+    hasher: Hasher,
+}
+
+impl<V: Clone> Map<V> {
+    /// An empty map hashing with `hasher`.
+    pub(crate) fn new(hasher: Hasher) -> Self {
+        Map {
+            table: Table::default(),
+            hasher,
+        }
+    }
+
+    /// The hash of `name` in every map of this state.
+    #[inline]
+    pub(crate) fn hash(&self, name: &str) -> u64 {
+        self.hasher.hash_one(name)
+    }
+
+    /// The value for `name`.
+    #[inline]
+    pub(crate) fn get(&self, name: &str) -> Option<&V> {
+        self.get_hashed(self.hash(name), name)
+    }
+
+    /// The value for `name`, whose [`Map::hash`] is `hash`.
+    #[inline]
+    pub(crate) fn get_hashed(&self, hash: u64, name: &str) -> Option<&V> {
+        self.probe(hash).finish(name)
+    }
+
+    /// Starts looking up the name whose [`Map::hash`] is `hash`; see [`crate::index::Table::probe`].
+    #[inline]
+    pub(crate) fn probe(&self, hash: u64) -> NameProbe<'_, V> {
+        NameProbe((!self.table.is_empty()).then(|| self.table.probe(hash)))
+    }
+
+    /// Inserts or replaces the value for `name`.
+    pub(crate) fn insert(&mut self, name: Name, value: V) {
+        let hash = self.hash(name.as_str());
+        let probe = name.clone();
+        self.table
+            .insert(hash, name, value, |k| k.as_str() == probe.as_str());
+    }
+
+    /// Removes `name`'s value.
+    pub(crate) fn remove(&mut self, name: &str) {
+        self.table.remove(self.hash(name), |k| k.as_str() == name);
+    }
+
+    /// Every entry, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&Name, &V)> + '_ {
+        self.table.iter()
+    }
+}
+
+/// A lookup in a [`Map`] in progress.
+pub(crate) struct NameProbe<'t, V>(Option<Probe<'t, Name, V>>);
+
+impl<'t, V> NameProbe<'t, V> {
+    /// The value for `name`.
+    #[inline]
+    pub(crate) fn finish(self, name: &str) -> Option<&'t V> {
+        self.0?.finish(|k| k.as_str() == name)
+    }
+}
+
+/// The hash of a (user, client-id) pair from the names' own hashes, so that resolution hashes each
+/// string once.
+#[inline]
+pub(crate) fn pair_hash(user: u64, client: u64) -> u64 {
+    let x = (user.rotate_left(23) ^ client).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^ (x >> 31)
+}
+
+/// A lookup in a [`PairMap`] in progress.
+pub(crate) struct PairProbe<'t, V>(Option<Probe<'t, (Name, Name), V>>);
+
+impl<'t, V> PairProbe<'t, V> {
+    /// The value for `(user, client)`.
+    #[inline]
+    pub(crate) fn finish(self, user: &str, client: &str) -> Option<&'t V> {
+        self.0?
+            .finish(|(u, c)| u.as_str() == user && c.as_str() == client)
+    }
+}
+
+/// A persistent map from (user, client-id) name pairs to `V`.
+#[derive(Clone, Debug)]
+pub(crate) struct PairMap<V> {
+    table: Table<(Name, Name), V>,
+    hasher: Hasher,
+}
+
+impl<V: Clone> PairMap<V> {
+    /// An empty map hashing with `hasher` (the same as the state's name maps).
+    pub(crate) fn new(hasher: Hasher) -> Self {
+        PairMap {
+            table: Table::default(),
+            hasher,
+        }
+    }
+
+    fn hash(&self, user: &str, client: &str) -> u64 {
+        pair_hash(self.hasher.hash_one(user), self.hasher.hash_one(client))
+    }
+
+    /// The value for `(user, client)`.
+    pub(crate) fn get(&self, user: &str, client: &str) -> Option<&V> {
+        self.get_hashed(self.hash(user, client), user, client)
+    }
+
+    /// The value for `(user, client)`.
+    #[inline]
+    fn get_hashed(&self, hash: u64, user: &str, client: &str) -> Option<&V> {
+        self.probe(hash).finish(user, client)
+    }
+
+    /// Starts looking up the pair whose hash is [`pair_hash`] of the names' hashes.
+    #[inline]
+    pub(crate) fn probe(&self, hash: u64) -> PairProbe<'_, V> {
+        PairProbe((!self.table.is_empty()).then(|| self.table.probe(hash)))
+    }
+
+    /// Inserts or replaces the value for `(user, client)`.
+    pub(crate) fn insert(&mut self, user: Name, client: Name, value: V) {
+        let hash = self.hash(user.as_str(), client.as_str());
+        let probe = (user.clone(), client.clone());
+        self.table
+            .insert(hash, (user, client), value, |k| *k == probe);
+    }
+
+    /// Removes `(user, client)`'s value.
+    pub(crate) fn remove(&mut self, user: &str, client: &str) {
+        let hash = self.hash(user, client);
+        self.table
+            .remove(hash, |(u, c)| u.as_str() == user && c.as_str() == client);
+    }
+
+    /// Every entry, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&(Name, Name), &V)> + '_ {
+        self.table.iter()
+    }
 }
 
 /// Bit `i` set means key index `i` is configured.
@@ -127,15 +274,61 @@ pub(crate) type SubSums = [u128; 4];
 pub(crate) struct UserNode {
     /// Slots [`USER`] and [`USER_DEFAULT_CLIENT`].
     pub(crate) quotas: NodeQuotas,
-    /// `{user=U, client-id=C}` entries, if any.
-    pub(crate) clients: Option<Box<UserClients>>,
+    /// The sums of the user's `{user=U, client-id=C}` sub-quotas.
+    pub(crate) sums: Sums,
 }
 
-/// The named clients of one user and their sub-quota sums.
-#[derive(Clone, Debug)]
-pub(crate) struct UserClients {
-    pub(crate) map: Map<NodeQuotas>,
-    pub(crate) sums: SubSums,
+impl UserNode {
+    /// Whether the node holds nothing and can be dropped.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.quotas.is_empty() && self.sums == Sums::Zero
+    }
+}
+
+/// [`SubSums`] stored compactly: most users have no client sub-quotas or sub-quotas of one key.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) enum Sums {
+    /// Every sum is zero.
+    #[default]
+    Zero,
+    /// Only sum `index` is non-zero (its value as little-endian halves, to keep the node small).
+    One {
+        /// The position in [`SubSums`].
+        index: u8,
+        /// The sum's low and high 64 bits.
+        value: [u64; 2],
+    },
+    /// Several sums are non-zero.
+    Many(Arc<SubSums>),
+}
+
+impl Sums {
+    /// The sums as an array.
+    #[inline]
+    pub(crate) fn get(&self) -> SubSums {
+        match self {
+            Sums::Zero => [0; 4],
+            Sums::One { index, value } => {
+                let mut out = [0; 4];
+                out[usize::from(*index)] = u128::from(value[0]) | u128::from(value[1]) << 64;
+                out
+            }
+            Sums::Many(all) => **all,
+        }
+    }
+
+    /// Stores `sums`.
+    pub(crate) fn set(&mut self, sums: SubSums) {
+        let mut nonzero = sums.iter().enumerate().filter(|(_, s)| **s != 0);
+        *self = match (nonzero.next(), nonzero.next()) {
+            (None, _) => Sums::Zero,
+            (Some((index, &v)), None) => Sums::One {
+                index: index as u8,
+                value: [v as u64, (v >> 64) as u64],
+            },
+            _ => Sums::Many(Arc::new(sums)),
+        };
+    }
 }
 
 /// Everything configured under one client-id: `{client-id=C}` and `{user=<default>, client-id=C}`, kept
@@ -146,6 +339,9 @@ pub(crate) type ClientNode = NodeQuotas;
 #[derive(Clone)]
 pub(crate) struct State {
     pub(crate) users: Map<UserNode>,
+    /// `{user=U, client-id=C}`, slot [`ONLY`]; the sums over each user's clients live in its
+    /// [`UserNode`].
+    pub(crate) pairs: PairMap<NodeQuotas>,
     /// `{user=<default>}` and `{user=<default>, client-id=<default>}`; its named clients live in
     /// [`State::clients`], slot [`DEFAULT_USER_CLIENT`], with their sums in `default_user_sums`.
     pub(crate) default_user: NodeQuotas,
@@ -162,13 +358,15 @@ pub(crate) struct State {
 
 impl Default for State {
     fn default() -> Self {
+        let hasher = Hasher::default();
         State {
-            users: new_map(),
+            users: Map::new(hasher),
+            pairs: PairMap::new(hasher),
             default_user: NodeQuotas::default(),
             default_user_sums: [0; 4],
-            clients: new_map(),
+            clients: Map::new(hasher),
             default_client: NodeQuotas::default(),
-            ips: new_map(),
+            ips: Map::new(hasher),
             default_ip: NodeQuotas::default(),
             entity_count: 0,
         }
@@ -197,7 +395,7 @@ mod tests {
     #[test]
     fn node_quotas_are_compact() {
         assert!(std::mem::size_of::<NodeQuotas>() <= 24);
-        assert!(std::mem::size_of::<UserNode>() <= 32);
+        assert!(std::mem::size_of::<UserNode>() <= 48);
     }
 
     #[test]

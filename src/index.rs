@@ -1,0 +1,358 @@
+//! Flat persistent hash tables: the lookup structure of every snapshot.
+//!
+//! A [`Table`] is a directory of shards. A shard holds a few dozen entries in a dense vector plus a
+//! 64-slot open-addressing index of one-byte positions and one-byte hash tags. A lookup reads the
+//! directory (small and hot), one index line and one entry, so it costs about two cache misses however
+//! many entries the table holds.
+//!
+//! Shards are shared between snapshots behind `Arc`s. A writer copies only the shards it touches
+//! (entries are plain data: inline names and inline values, so a copy is mostly a `memcpy`) plus the
+//! directory of pointers, so an alteration costs what it changes. When the average shard outgrows
+//! [`SPLIT_AVG`] the directory doubles and every shard splits once: amortized O(1) per insert.
+
+use std::sync::Arc;
+
+/// Index slots per shard (a power of two).
+const SLOTS: usize = 64;
+/// The directory doubles when the table holds more than this many entries per shard on average.
+const SPLIT_AVG: usize = 24;
+/// A shard with more entries than this (which at an average of [`SPLIT_AVG`] needs a 1-in-10^8
+/// imbalance) is searched linearly instead of through its index, so the index never fills.
+const INDEXED_MAX: usize = 56;
+
+#[derive(Clone, Debug)]
+struct Entry<K, V> {
+    hash: u64,
+    key: K,
+    value: V,
+}
+
+/// Up to [`INDEXED_MAX`] entries (more only in pathological cases) and their index.
+#[derive(Clone, Debug)]
+struct Shard<K, V> {
+    /// `0` is empty; otherwise `tag << 8 | (position + 1)`.
+    index: [u16; SLOTS],
+    entries: Vec<Entry<K, V>>,
+}
+
+#[inline]
+fn home(hash: u64) -> usize {
+    (hash >> 32) as usize
+}
+
+#[inline]
+fn tag(hash: u64) -> u16 {
+    (hash >> 56) as u16
+}
+
+impl<K, V> Shard<K, V> {
+    fn new() -> Self {
+        Shard {
+            index: [0; SLOTS],
+            entries: Vec::new(),
+        }
+    }
+
+    /// The position of the entry with `hash` whose key satisfies `eq`.
+    #[inline]
+    fn find(&self, hash: u64, eq: impl Fn(&K) -> bool) -> Option<usize> {
+        if self.entries.len() > INDEXED_MAX {
+            return self
+                .entries
+                .iter()
+                .position(|e| e.hash == hash && eq(&e.key));
+        }
+        let tag = tag(hash);
+        let mut i = home(hash);
+        loop {
+            let slot = self.index[i % SLOTS];
+            if slot == 0 {
+                return None;
+            }
+            if slot >> 8 == tag {
+                let p = usize::from(slot & 0xff) - 1;
+                let e = &self.entries[p];
+                if e.hash == hash && eq(&e.key) {
+                    return Some(p);
+                }
+            }
+            i += 1;
+        }
+    }
+
+    /// Indexes the entry at `position` (which must not be indexed yet).
+    fn index_one(&mut self, position: usize) {
+        let hash = self.entries[position].hash;
+        let mut i = home(hash);
+        while self.index[i % SLOTS] != 0 {
+            i += 1;
+        }
+        // `position < INDEXED_MAX < 255`, so it fits the low byte.
+        self.index[i % SLOTS] = tag(hash) << 8 | (position as u16 + 1);
+    }
+
+    fn rebuild_index(&mut self) {
+        self.index = [0; SLOTS];
+        if self.entries.len() <= INDEXED_MAX {
+            for p in 0..self.entries.len() {
+                self.index_one(p);
+            }
+        }
+    }
+
+    fn push(&mut self, entry: Entry<K, V>) {
+        // Exact capacity: shards are small and copied often, so slack would cost memory everywhere.
+        self.entries.reserve_exact(1);
+        self.entries.push(entry);
+        let n = self.entries.len();
+        if n <= INDEXED_MAX {
+            self.index_one(n - 1);
+        }
+    }
+
+    fn remove_at(&mut self, position: usize) -> Entry<K, V> {
+        let entry = self.entries.swap_remove(position);
+        self.entries.shrink_to_fit();
+        self.rebuild_index();
+        entry
+    }
+}
+
+/// A persistent hash table keyed by precomputed 64-bit hashes. Cloning is one reference-count
+/// increment; the clone and the original then share every shard until one of them writes.
+#[derive(Clone, Debug)]
+pub(crate) struct Table<K, V> {
+    dir: Arc<Vec<Arc<Shard<K, V>>>>,
+    len: usize,
+}
+
+impl<K: Clone, V: Clone> Default for Table<K, V> {
+    fn default() -> Self {
+        Table::with_capacity(0)
+    }
+}
+
+impl<K: Clone, V: Clone> Table<K, V> {
+    /// An empty table sized for `n` entries without doubling.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        let shards = n.div_ceil(SPLIT_AVG).max(1).next_power_of_two();
+        let empty = Arc::new(Shard::new());
+        Table {
+            dir: Arc::new(vec![empty; shards]),
+            len: 0,
+        }
+    }
+
+    /// How many entries the table holds.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the table is empty.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    fn shard(&self, hash: u64) -> &Shard<K, V> {
+        // The directory length is a power of two.
+        &self.dir[hash as usize & (self.dir.len() - 1)]
+    }
+
+    /// The value of the entry with `hash` whose key satisfies `eq`.
+    #[cfg(test)]
+    pub(crate) fn get(&self, hash: u64, eq: impl Fn(&K) -> bool) -> Option<&V> {
+        self.probe(hash).finish(eq)
+    }
+
+    /// Starts a lookup: loads the shard's index slot and the entry it points to, without comparing
+    /// keys. Starting several probes before finishing any lets their cache misses overlap.
+    #[inline]
+    pub(crate) fn probe(&self, hash: u64) -> Probe<'_, K, V> {
+        let shard = self.shard(hash);
+        let slot = shard.index[home(hash) % SLOTS];
+        let candidate = if slot >> 8 == tag(hash) && shard.entries.len() <= INDEXED_MAX {
+            shard.entries.get(usize::from(slot & 0xff).wrapping_sub(1))
+        } else {
+            None
+        };
+        Probe {
+            shard,
+            hash,
+            slot,
+            candidate,
+        }
+    }
+
+    /// The shard for `hash`, copied first if another snapshot shares it.
+    fn shard_mut(&mut self, hash: u64) -> &mut Shard<K, V> {
+        let dir = Arc::make_mut(&mut self.dir);
+        let i = hash as usize & (dir.len() - 1);
+        Arc::make_mut(&mut dir[i])
+    }
+
+    /// Inserts or replaces the entry for `key`; returns the replaced value.
+    pub(crate) fn insert(
+        &mut self,
+        hash: u64,
+        key: K,
+        value: V,
+        eq: impl Fn(&K) -> bool,
+    ) -> Option<V> {
+        if let Some(p) = self.shard(hash).find(hash, &eq) {
+            let shard = self.shard_mut(hash);
+            return Some(std::mem::replace(&mut shard.entries[p].value, value));
+        }
+        self.shard_mut(hash).push(Entry { hash, key, value });
+        self.len += 1;
+        if self.len > self.dir.len() * SPLIT_AVG {
+            self.double();
+        }
+        None
+    }
+
+    /// Removes the entry with `hash` whose key satisfies `eq`; returns its value.
+    pub(crate) fn remove(&mut self, hash: u64, eq: impl Fn(&K) -> bool) -> Option<V> {
+        let p = self.shard(hash).find(hash, &eq)?;
+        let entry = self.shard_mut(hash).remove_at(p);
+        self.len -= 1;
+        Some(entry.value)
+    }
+
+    /// Doubles the directory, splitting every shard on the next hash bit.
+    fn double(&mut self) {
+        let old = self.dir.len();
+        let mut low = Vec::with_capacity(old);
+        let mut high = Vec::with_capacity(old);
+        for shard in self.dir.iter() {
+            let (mut a, mut b) = (Shard::new(), Shard::new());
+            for e in &shard.entries {
+                let side = if e.hash as usize & old == 0 {
+                    &mut a
+                } else {
+                    &mut b
+                };
+                side.entries.push(e.clone());
+            }
+            for s in [&mut a, &mut b] {
+                s.entries.shrink_to_fit();
+                s.rebuild_index();
+            }
+            low.push(Arc::new(a));
+            high.push(Arc::new(b));
+        }
+        low.extend(high);
+        self.dir = Arc::new(low);
+    }
+
+    /// Every entry, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> + '_ {
+        self.dir
+            .iter()
+            .flat_map(|s| s.entries.iter().map(|e| (&e.key, &e.value)))
+    }
+}
+
+/// A lookup in progress; see [`Table::probe`].
+pub(crate) struct Probe<'t, K, V> {
+    shard: &'t Shard<K, V>,
+    hash: u64,
+    /// The index slot at the hash's home position.
+    slot: u16,
+    /// The entry that slot points to, if its tag matches.
+    candidate: Option<&'t Entry<K, V>>,
+}
+
+impl<'t, K, V> Probe<'t, K, V> {
+    /// Finishes the lookup: the value whose key satisfies `eq`.
+    #[inline]
+    pub(crate) fn finish(self, eq: impl Fn(&K) -> bool) -> Option<&'t V> {
+        if let Some(e) = self.candidate {
+            if e.hash == self.hash && eq(&e.key) {
+                return Some(&e.value);
+            }
+        } else if self.slot == 0 && self.shard.entries.len() <= INDEXED_MAX {
+            // An empty home slot: absent.
+            return None;
+        }
+        let p = self.shard.find(self.hash, eq)?;
+        Some(&self.shard.entries[p].value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn h(k: u64) -> u64 {
+        // A stand-in hash with good low and high bits.
+        let x = k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        x ^ (x >> 29)
+    }
+
+    #[test]
+    fn behaves_like_a_map_through_doublings_and_removals() {
+        let mut t: Table<u64, u64> = Table::default();
+        let mut model = HashMap::new();
+        for k in 0..5_000u64 {
+            assert_eq!(t.insert(h(k), k, k * 2, |&x| x == k), None);
+            model.insert(k, k * 2);
+        }
+        assert!(t.dir.len() > 64, "the directory doubled");
+        for k in (0..5_000u64).step_by(3) {
+            assert_eq!(t.remove(h(k), |&x| x == k), model.remove(&k));
+        }
+        for k in (0..5_000u64).step_by(7) {
+            assert_eq!(t.insert(h(k), k, 7, |&x| x == k), model.insert(k, 7));
+        }
+        assert_eq!(t.len(), model.len());
+        for k in 0..6_000u64 {
+            assert_eq!(t.get(h(k), |&x| x == k), model.get(&k), "key {k}");
+        }
+        let mut seen: Vec<_> = t.iter().map(|(k, v)| (*k, *v)).collect();
+        seen.sort_unstable();
+        let mut want: Vec<_> = model.into_iter().collect();
+        want.sort_unstable();
+        assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn clones_are_independent_snapshots() {
+        let mut a: Table<u64, u64> = Table::default();
+        for k in 0..1_000u64 {
+            a.insert(h(k), k, k, |&x| x == k);
+        }
+        let before = a.clone();
+        a.insert(h(1), 1, 100, |&x| x == 1);
+        a.remove(h(2), |&x| x == 2);
+        a.insert(h(5_000), 5_000, 1, |&x| x == 5_000);
+        assert_eq!(before.get(h(1), |&x| x == 1), Some(&1));
+        assert_eq!(before.get(h(2), |&x| x == 2), Some(&2));
+        assert_eq!(before.get(h(5_000), |&x| x == 5_000), None);
+        assert_eq!(before.len(), 1_000);
+        assert_eq!(a.get(h(1), |&x| x == 1), Some(&100));
+        assert_eq!(a.get(h(2), |&x| x == 2), None);
+        assert_eq!(a.len(), 1_000);
+    }
+
+    #[test]
+    fn colliding_hashes_are_told_apart_by_key() {
+        // Every key has the same hash: one shard, linear search past INDEXED_MAX.
+        let mut t: Table<u64, u64> = Table::default();
+        for k in 0..200u64 {
+            t.insert(42, k, k + 1, |&x| x == k);
+        }
+        for k in 0..200u64 {
+            assert_eq!(t.get(42, |&x| x == k), Some(&(k + 1)));
+        }
+        for k in 0..150u64 {
+            assert_eq!(t.remove(42, |&x| x == k), Some(k + 1));
+        }
+        for k in 0..200u64 {
+            let want = (k >= 150).then_some(k + 1);
+            assert_eq!(t.get(42, |&x| x == k).copied(), want);
+        }
+    }
+}
