@@ -672,6 +672,10 @@ pub(crate) fn load(
             }
         }
     }
+    state.users.reserve_empty(users.len());
+    state.pairs.reserve_empty(pairs.len());
+    state.clients.reserve_empty(clients.len());
+    state.ips.reserve_empty(ips.len());
     for (u, (mut node, sums)) in users {
         node.sums.set(sums);
         if !node.is_empty() {

@@ -5,7 +5,8 @@
 //! changes, and publish it with one atomic swap, so a batch becomes visible all at once.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock};
@@ -116,6 +117,32 @@ impl EngineBuilder {
             subscribers: RwLock::new(Vec::new()),
             commits: AtomicU64::new(0),
         })
+    }
+}
+
+/// Stores at least this large are freed off the writer's thread once replaced.
+const RETIRE_OFF_THREAD: usize = 50_000;
+
+/// Drops a replaced snapshot. Freeing the shards a batch replaced in a large store takes a good
+/// share of the batch's time, and nobody waits for it, so one background thread (shared by every
+/// engine, started on first use) does it. The channel is bounded: a writer that outpaces the
+/// reclaimer waits rather than piling up garbage.
+fn retire(old: Arc<State>) {
+    static RECLAIMER: OnceLock<Option<SyncSender<Arc<State>>>> = OnceLock::new();
+    if old.entity_count < RETIRE_OFF_THREAD {
+        return;
+    }
+    let sender = RECLAIMER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Arc<State>>(2);
+        std::thread::Builder::new()
+            .name("kquota-reclaim".into())
+            .spawn(move || rx.into_iter().for_each(drop))
+            .ok()
+            .map(|_| tx)
+    });
+    if let Some(tx) = sender {
+        // If the thread is gone, `send` hands the snapshot back inside the error and it drops here.
+        let _ = tx.send(old);
     }
 }
 
@@ -247,6 +274,7 @@ impl Engine {
                 let mut next = State::clone(&current);
                 alter::apply(&mut next, &plan.changes);
                 self.state.store(Arc::new(next));
+                retire(current);
                 let seq = self.commits.fetch_add(1, Ordering::AcqRel) + 1;
                 let notes = plan
                     .changes

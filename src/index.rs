@@ -6,8 +6,8 @@
 //! many entries the table holds.
 //!
 //! Shards are shared between snapshots behind `Arc`s. A writer copies only the shards it touches
-//! (entries are plain data: inline names and inline values, so a copy is mostly a `memcpy`) plus the
-//! directory of pointers, so an alteration costs what it changes. When the average shard outgrows
+//! (entries are plain data: inline names and inline values, so a copy is mostly a `memcpy`) and the
+//! directory chunks that point to them, so an alteration costs what it changes. When the average shard outgrows
 //! [`SPLIT_AVG`] the directory doubles and every shard splits once: amortized O(1) per insert.
 
 use std::sync::Arc;
@@ -118,11 +118,24 @@ impl<K, V> Shard<K, V> {
     }
 }
 
+/// Shard pointers per directory chunk.
+const CHUNK: usize = 64;
+
+/// A fixed run of the directory, shared between snapshots like the shards it points to.
+type Chunk<K, V> = [Arc<Shard<K, V>>; CHUNK];
+
 /// A persistent hash table keyed by precomputed 64-bit hashes. Cloning is one reference-count
 /// increment; the clone and the original then share every shard until one of them writes.
+///
+/// The directory is two-level (chunks of [`CHUNK`] shard pointers), so a write copies one chunk and
+/// the short list of chunks rather than every shard pointer: a one-entry alteration of a million-entry
+/// table copies a few hundred pointers, not tens of thousands.
 #[derive(Clone, Debug)]
 pub(crate) struct Table<K, V> {
-    dir: Arc<Vec<Arc<Shard<K, V>>>>,
+    dir: Arc<Vec<Arc<Chunk<K, V>>>>,
+    /// The number of shards, a power of two. With fewer than [`CHUNK`] shards, the one chunk's tail is
+    /// unused.
+    shards: usize,
     len: usize,
 }
 
@@ -132,14 +145,29 @@ impl<K: Clone, V: Clone> Default for Table<K, V> {
     }
 }
 
+/// A directory of `shards` shards, all empty.
+fn empty_dir<K, V>(shards: usize) -> Vec<Arc<Chunk<K, V>>> {
+    let empty = Arc::new(Shard::new());
+    (0..shards.div_ceil(CHUNK))
+        .map(|_| Arc::new(std::array::from_fn(|_| Arc::clone(&empty))))
+        .collect()
+}
+
 impl<K: Clone, V: Clone> Table<K, V> {
     /// An empty table sized for `n` entries without doubling.
     pub(crate) fn with_capacity(n: usize) -> Self {
         let shards = n.div_ceil(SPLIT_AVG).max(1).next_power_of_two();
-        let empty = Arc::new(Shard::new());
         Table {
-            dir: Arc::new(vec![empty; shards]),
+            dir: Arc::new(empty_dir(shards)),
+            shards,
             len: 0,
+        }
+    }
+
+    /// Sizes an empty table for `n` entries, so that loading them never doubles the directory.
+    pub(crate) fn reserve_empty(&mut self, n: usize) {
+        if self.len == 0 {
+            *self = Table::with_capacity(n);
         }
     }
 
@@ -156,8 +184,8 @@ impl<K: Clone, V: Clone> Table<K, V> {
 
     #[inline]
     fn shard(&self, hash: u64) -> &Shard<K, V> {
-        // The directory length is a power of two.
-        &self.dir[hash as usize & (self.dir.len() - 1)]
+        let i = hash as usize & (self.shards - 1);
+        &self.dir[i / CHUNK][i % CHUNK]
     }
 
     /// The value of the entry with `hash` whose key satisfies `eq`.
@@ -185,11 +213,11 @@ impl<K: Clone, V: Clone> Table<K, V> {
         }
     }
 
-    /// The shard for `hash`, copied first if another snapshot shares it.
+    /// The shard for `hash`, copied first (with its chunk) if another snapshot shares it.
     fn shard_mut(&mut self, hash: u64) -> &mut Shard<K, V> {
-        let dir = Arc::make_mut(&mut self.dir);
-        let i = hash as usize & (dir.len() - 1);
-        Arc::make_mut(&mut dir[i])
+        let i = hash as usize & (self.shards - 1);
+        let chunk = Arc::make_mut(&mut Arc::make_mut(&mut self.dir)[i / CHUNK]);
+        Arc::make_mut(&mut chunk[i % CHUNK])
     }
 
     /// Inserts or replaces the entry for `key`; returns the replaced value.
@@ -206,7 +234,7 @@ impl<K: Clone, V: Clone> Table<K, V> {
         }
         self.shard_mut(hash).push(Entry { hash, key, value });
         self.len += 1;
-        if self.len > self.dir.len() * SPLIT_AVG {
+        if self.len > self.shards * SPLIT_AVG {
             self.double();
         }
         None
@@ -222,35 +250,34 @@ impl<K: Clone, V: Clone> Table<K, V> {
 
     /// Doubles the directory, splitting every shard on the next hash bit.
     fn double(&mut self) {
-        let old = self.dir.len();
-        let mut low = Vec::with_capacity(old);
-        let mut high = Vec::with_capacity(old);
-        for shard in self.dir.iter() {
-            let (mut a, mut b) = (Shard::new(), Shard::new());
-            for e in &shard.entries {
+        let old = self.shards;
+        let mut dir = empty_dir(2 * old);
+        for i in 0..old {
+            let (mut low, mut high) = (Shard::new(), Shard::new());
+            for e in &self.dir[i / CHUNK][i % CHUNK].entries {
                 let side = if e.hash as usize & old == 0 {
-                    &mut a
+                    &mut low
                 } else {
-                    &mut b
+                    &mut high
                 };
                 side.entries.push(e.clone());
             }
-            for s in [&mut a, &mut b] {
+            for (j, mut s) in [(i, low), (i + old, high)] {
                 s.entries.shrink_to_fit();
                 s.rebuild_index();
+                // The chunks are fresh, so `make_mut` does not copy.
+                Arc::make_mut(&mut dir[j / CHUNK])[j % CHUNK] = Arc::new(s);
             }
-            low.push(Arc::new(a));
-            high.push(Arc::new(b));
         }
-        low.extend(high);
-        self.dir = Arc::new(low);
+        self.dir = Arc::new(dir);
+        self.shards = 2 * old;
     }
 
     /// Every entry, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> + '_ {
-        self.dir
-            .iter()
-            .flat_map(|s| s.entries.iter().map(|e| (&e.key, &e.value)))
+        (0..self.shards)
+            .flat_map(|i| &self.dir[i / CHUNK][i % CHUNK].entries)
+            .map(|e| (&e.key, &e.value))
     }
 }
 
@@ -300,7 +327,7 @@ mod tests {
             assert_eq!(t.insert(h(k), k, k * 2, |&x| x == k), None);
             model.insert(k, k * 2);
         }
-        assert!(t.dir.len() > 64, "the directory doubled");
+        assert!(t.shards > 64, "the directory doubled");
         for k in (0..5_000u64).step_by(3) {
             assert_eq!(t.remove(h(k), |&x| x == k), model.remove(&k));
         }

@@ -55,6 +55,11 @@ impl<V: Clone> Map<V> {
         NameProbe((!self.table.is_empty()).then(|| self.table.probe(hash)))
     }
 
+    /// Sizes an empty map for `n` names (see [`Table::reserve_empty`]).
+    pub(crate) fn reserve_empty(&mut self, n: usize) {
+        self.table.reserve_empty(n);
+    }
+
     /// Inserts or replaces the value for `name`.
     pub(crate) fn insert(&mut self, name: Name, value: V) {
         let hash = self.hash(name.as_str());
@@ -140,6 +145,11 @@ impl<V: Clone> PairMap<V> {
     #[inline]
     pub(crate) fn probe(&self, hash: u64) -> PairProbe<'_, V> {
         PairProbe((!self.table.is_empty()).then(|| self.table.probe(hash)))
+    }
+
+    /// Sizes an empty map for `n` pairs (see [`Table::reserve_empty`]).
+    pub(crate) fn reserve_empty(&mut self, n: usize) {
+        self.table.reserve_empty(n);
     }
 
     /// Inserts or replaces the value for `(user, client)`.
