@@ -25,6 +25,11 @@ use kquota::server::{Server, ServerConfig};
 use kquota::store::Store;
 use kquota::{Alteration, Engine, Entity, EntityName};
 
+// The server runs in this process: give it the allocator `kquotad` ships with.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const RUN: Duration = Duration::from_secs(3);
 
 fn temp_dir(name: &str) -> PathBuf {

@@ -8,6 +8,10 @@ use clap::Parser;
 use kquota::server::{parse_properties, Server, ServerConfig, KNOWN_PROPERTIES};
 use tracing::{error, info, warn};
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Serve Kafka's client-quota admin APIs (DescribeClientQuotas, AlterClientQuotas, and the seeds'
 /// draft AlterQuotas) from a durable local store.
 ///
