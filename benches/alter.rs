@@ -17,12 +17,20 @@
 //!
 //! The batches are built once, outside the timing: `alter` takes them by reference. The default
 //! `kip55` policy is on, so the sub-quota rules are checked as they would be in production.
+//!
+//! The allocator is mimalloc, the one `kquotad` ships with (the default `mimalloc` feature);
+//! `cargo bench --bench alter --no-default-features` measures glibc malloc instead, which spends much
+//! of a large store's batch walking and consolidating its free lists.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, SamplingMode};
 use kquota::{AlterResult, Alteration, Engine, Entity, EntityName};
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Entities per batch, both while building stores and in the measured batches.
 const BATCH: usize = 1_000;
