@@ -14,10 +14,16 @@
 //! "client_id":"tag"}`: the user tag is the sanitized user when the bucket is per user, else `""`; the
 //! client-id tag is the client-id when the bucket is per client-id, else `""`. Every refused entity gives
 //! `{"case":N,"quota":i,"error":"message"}`.
+//!
+//! The bucket is taken from `resolve`'s `BucketScope`; the example also opens a `ClientMeter` for every
+//! pair and fails unless the meter created exactly those buckets.
 
+use std::collections::BTreeSet;
 use std::io::{self, BufRead, BufWriter, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use kquota::meter::{BucketOwner, ManualClock, Meter, MeterConfig};
 use kquota::{sanitize, Alteration, Engine, QuotaKey, SubQuotaPolicy};
 use serde_json::{json, Value};
 
@@ -68,10 +74,19 @@ fn run_case(input: &Value, out: &mut impl Write) -> Result<(), String> {
         .get("case")
         .and_then(Value::as_u64)
         .ok_or("missing case number")?;
-    let engine = Engine::builder()
-        .policy(SubQuotaPolicy::Kafka)
-        .build()
-        .map_err(|e| format!("case {case}: {e}"))?;
+    let engine = Arc::new(
+        Engine::builder()
+            .policy(SubQuotaPolicy::Kafka)
+            .build()
+            .map_err(|e| format!("case {case}: {e}"))?,
+    );
+    // A clock that never moves, so no bucket idles out while the pairs are opened.
+    let meter = Meter::with_clock(
+        Arc::clone(&engine),
+        Arc::new(ManualClock::new(0)),
+        MeterConfig::default(),
+    );
+    let mut expected_buckets = BTreeSet::new();
     let quotas = input
         .get("quotas")
         .and_then(Value::as_array)
@@ -121,16 +136,22 @@ fn run_case(input: &Value, out: &mut impl Write) -> Result<(), String> {
             return Err(format!("case {case}: pair {i} is not two strings"));
         };
         let resolved = engine.resolve(user, client_id);
+        meter.client(user, client_id);
         for (name, key) in KEYS {
             let row = match resolved.get(key) {
                 Some(q) => {
                     // The bucket the meter shares this quota in, spelled as Kafka's metric tags.
                     let bucket = q.bucket_scope().bucket(user, client_id);
+                    let tags = (
+                        bucket.user.map(sanitize).unwrap_or_default(),
+                        bucket.client_id.unwrap_or_default().to_owned(),
+                    );
+                    expected_buckets.insert((key, tags.clone()));
                     json!({
                         "case": case, "pair": i, "key": name, "limit": q.limit,
                         "level": q.level.number(),
-                        "user": bucket.user.map(sanitize).unwrap_or_default(),
-                        "client_id": bucket.client_id.unwrap_or_default(),
+                        "user": tags.0,
+                        "client_id": tags.1,
                     })
                 }
                 None => json!({"case": case, "pair": i, "key": name, "limit": null}),
@@ -138,5 +159,26 @@ fn run_case(input: &Value, out: &mut impl Write) -> Result<(), String> {
             write(out, row)?;
         }
     }
+    let metered: BTreeSet<_> = meter
+        .snapshot()
+        .into_iter()
+        .filter(|b| KEYS.iter().any(|(_, k)| *k == b.key))
+        .map(|b| (b.key, tags(&b.owner)))
+        .collect();
+    if metered != expected_buckets {
+        return Err(format!(
+            "case {case}: the meter's buckets {metered:?} are not resolve's {expected_buckets:?}"
+        ));
+    }
     Ok(())
+}
+
+/// A meter bucket's owner as Kafka's metric tags `(user, client-id)`.
+fn tags(owner: &BucketOwner) -> (String, String) {
+    match owner {
+        BucketOwner::UserClient(u, c) => (sanitize(u), c.to_string()),
+        BucketOwner::User(u) => (sanitize(u), String::new()),
+        BucketOwner::ClientId(c) => (String::new(), c.to_string()),
+        BucketOwner::Ip(ip) => (format!("ip {ip}"), String::new()),
+    }
 }

@@ -3,7 +3,8 @@
 
 Generates seeded random quota configurations and (user, client-id) pairs, runs both sides on the same
 input and compares, per pair and key, the limit and the bucket (Kafka's `user` / `client-id` metric
-tags). Exits 1 with a readable diff on any mismatch. Run by parity.sh, which builds both sides.
+tags). Exits 1 with a readable diff on any mismatch (the first 20; PARITY_SHOW=N shows N). Run by
+parity.sh, which builds both sides.
 """
 import argparse
 import json
