@@ -81,7 +81,8 @@ impl BrokerView {
 }
 
 /// Describes the connection `(user, client_id)`; `None` for either means a name with no entry of its
-/// own (only defaults apply for that type). An empty client-id matches no client-id level.
+/// own (only defaults apply for that type). An empty client-id matches no client-id level, an empty user
+/// no user level.
 pub(crate) fn describe(
     state: &State,
     kip55: bool,

@@ -192,7 +192,7 @@ impl Engine {
 
     /// The effective quotas of a connection, for the hot path: no allocation, no lock, and a cost that
     /// does not grow with the number of configured entities. An empty `client_id` matches no client-id
-    /// level.
+    /// level, and an empty `user` no user level, as in Kafka.
     #[inline]
     pub fn resolve(&self, user: &str, client_id: &str) -> Resolved {
         let state = self.state.load();

@@ -231,6 +231,9 @@ impl<'s> Sources<'s> {
             _ => None,
         };
         let has_client = !matches!(client, ClientArg::Empty);
+        // Kafka's lookup skips every user level for an empty user name, as it skips every client-id
+        // level for an empty client-id.
+        let has_user = user != Some("");
         // Each name is hashed once, and the three probes start before any finishes, so that their
         // cache misses overlap.
         let user_hash = user.map(|u| state.users.hash(u));
@@ -259,9 +262,13 @@ impl<'s> Sources<'s> {
                 when(true, user_client, ONLY),
                 when(has_client, user_quotas, USER_DEFAULT_CLIENT),
                 when(true, user_quotas, USER),
-                when(true, client_node, DEFAULT_USER_CLIENT),
-                when(has_client, Some(&state.default_user), USER_DEFAULT_CLIENT),
-                when(true, Some(&state.default_user), USER),
+                when(has_user, client_node, DEFAULT_USER_CLIENT),
+                when(
+                    has_user && has_client,
+                    Some(&state.default_user),
+                    USER_DEFAULT_CLIENT,
+                ),
+                when(has_user, Some(&state.default_user), USER),
                 when(true, client_node, CLIENT),
                 when(has_client, Some(&state.default_client), ONLY),
             ],

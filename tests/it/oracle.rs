@@ -142,8 +142,9 @@ impl Oracle {
     /// it stands for, or `None` where the connection has no such entity.
     ///
     /// `user`/`client`: `None` is "a name with no entry of its own"; an empty client-id matches only
-    /// levels 3 and 6; an empty user name cannot have entries of its own.
+    /// levels 3 and 6; an empty user matches only levels 7 and 8.
     pub(crate) fn levels(user: Option<&str>, client: Option<&str>) -> [(Level, Option<Entity>); 8] {
+        let has_user = user != Some("");
         let u = user.filter(|u| !u.is_empty()).map(named);
         let has_client = client != Some("");
         let c = client.filter(|c| !c.is_empty()).map(named);
@@ -163,13 +164,15 @@ impl Oracle {
             (Level::User, u.clone().map(Entity::User)),
             (
                 Level::DefaultUserClient,
-                c.clone().map(|c| Entity::UserClient(d(), c)),
+                c.clone()
+                    .filter(|_| has_user)
+                    .map(|c| Entity::UserClient(d(), c)),
             ),
             (
                 Level::DefaultUserDefaultClient,
-                has_client.then(|| Entity::UserClient(d(), d())),
+                (has_user && has_client).then(|| Entity::UserClient(d(), d())),
             ),
-            (Level::DefaultUser, Some(Entity::User(d()))),
+            (Level::DefaultUser, has_user.then(|| Entity::User(d()))),
             (Level::ClientId, c.map(Entity::ClientId)),
             (
                 Level::DefaultClientId,

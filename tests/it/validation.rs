@@ -442,6 +442,44 @@ fn kafka_policy_has_no_sub_quota_rules() {
     assert_eq!(q.limit, 100.0);
 }
 
+/// Kafka's `ClientQuotaManager` (found by `interop/quota-manager/parity.sh`) skips every user level for
+/// an empty user name, as it skips every client-id level for an empty client-id; kquota applied the
+/// `<default>` user levels 4 to 6 to it.
+#[test]
+fn an_empty_user_matches_only_client_id_levels() {
+    let engine = EngineBuilder::default()
+        .policy(SubQuotaPolicy::Kafka)
+        .build()
+        .unwrap();
+    alter_ok(
+        &engine,
+        &[
+            user_default().set("producer_byte_rate", 10.0),
+            Alteration::new(&Entity::UserClient(d(), d())).set("producer_byte_rate", 20.0),
+            Alteration::new(&Entity::UserClient(d(), n("c"))).set("producer_byte_rate", 30.0),
+            Alteration::new(&Entity::ClientId(d())).set("producer_byte_rate", 40.0),
+            Alteration::new(&Entity::ClientId(n("c"))).set("producer_byte_rate", 50.0),
+        ],
+    );
+    let key = kquota::QuotaKey::PRODUCER_BROKER_BPS;
+    let at = |u: &str, c: &str| engine.resolve(u, c).get(key).map(|q| (q.limit, q.level));
+    assert_eq!(at("", "c"), Some((50.0, kquota::Level::ClientId)));
+    assert_eq!(at("", "x"), Some((40.0, kquota::Level::DefaultClientId)));
+    // Neither name: nothing applies.
+    assert_eq!(at("", ""), None);
+    // A named user still gets the default-user levels.
+    assert_eq!(at("u", "c"), Some((30.0, kquota::Level::DefaultUserClient)));
+    assert_eq!(at("u", ""), Some((10.0, kquota::Level::DefaultUser)));
+    // describe follows the same rule.
+    let described = engine.describe(Some(""), Some("x"), false);
+    assert_eq!(described.len(), 1);
+    assert_eq!(described[0].level, kquota::Level::DefaultClientId);
+}
+
+fn user_default() -> Alteration {
+    Alteration::new(&Entity::User(d()))
+}
+
 #[test]
 fn a_failed_persist_applies_nothing() {
     let engine = Engine::new();
