@@ -1,0 +1,6 @@
+package kquota.interop;
+
+/** Placeholder. */
+public final class AdminCheck {
+    public static void main(String[] args) {}
+}
