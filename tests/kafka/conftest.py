@@ -15,7 +15,6 @@ sys.path.insert(0, str(REPO / "tests" / "python"))
 
 from kqclient import Kquotad, QuotaClient, make_admin  # noqa: E402
 
-
 class Endpoint:
     """Anything with a bootstrap address, as make_admin wants it."""
 

@@ -26,8 +26,10 @@ RESULT_ORDER = "D6"   # results of a batch: order
 IP_NAMES = "D7"       # ip names: literals only
 TWO_SPELLINGS = "D8"  # two spellings of one key in an entity
 LIST_ORDER = "D10"    # describe entry and value order
+SCRAM_CLASH = "D11"   # apiKey 50 is the seeds' draft, not DescribeUserScramCredentials
 
-USED_IDS = {UNITS, NON_FINITE, NEAR_WHOLE, DUP_ENTITY, RESULT_ORDER, IP_NAMES, TWO_SPELLINGS, LIST_ORDER}
+USED_IDS = {UNITS, NON_FINITE, NEAR_WHOLE, DUP_ENTITY, RESULT_ORDER, IP_NAMES, TWO_SPELLINGS, LIST_ORDER,
+            SCRAM_CLASH}
 
 # Kafka's config types (QuotaConfig): LONG and INT keys must be whole numbers, DOUBLE keys need not.
 KAFKA_TYPES = {

@@ -29,7 +29,7 @@ FENCE = ((USER, "kquota.fence"),)
 FENCE_TIMEOUT_S = 15
 MAX_REPORTED = 25
 
-USERS = ["alice", "bob", "<default>", "", "ü名 前", "a b+c%41", None]
+USERS = ["alice", "bob", "<default>", "", "ü名 前", "a b+c%41", " ", "nul\x00byte", "long-" + "x" * 300, None]
 CLIENTS = ["app", "<default>", "", "client-é", "*", None]
 IPS = ["10.0.0.1", "192.168.1.1", "::1", "2001:db8::1", "0:0:0:0:0:0:0:1", "::ffff:10.0.0.1", "[::1]",
        "127.1", "localhost", "not_an_ip!!", "999.1.1.1", "1.2.3.4.5", "", None]
@@ -40,7 +40,8 @@ ODD_KEYS = ["foo", "", "producer_byte_rate:bps", "consumer_byte_rate:shares", "p
             "producer_byte_rate:broker_bps", "request_percentage:percent",
             "connection_creation_rate:connections_per_sec", "controller_mutation_rate:bps"]
 VALUES = [1.0, 1000.0, 1e6, 0.0, -0.0, -1.0, 0.5, 1.5, 123.456, 5.0000001, 1e-300, 2.0 ** 31 - 1, 2.0 ** 31,
-          2.0 ** 63, 2.0 ** 64, 1e300, 9007199254740993.0, math.nan, math.inf, -math.inf]
+          2.0 ** 63, 2.0 ** 64, 1e300, 9007199254740993.0, 5e-324, 1e-7, 0.9999999, 1.0000001, 2.0 ** 63 - 1024,
+          math.nan, math.inf, -math.inf]
 # A request_percentage on an entity that matches the suite's own admin connections (user ANONYMOUS,
 # any client-id) would make Kafka throttle the suite; those entities get values that cannot.
 HARMLESS_REQUEST_PERCENTAGES = [100.0, 250.5, 1000.0, 1e6, 0.0, -1.0, math.nan, math.inf, -math.inf]
@@ -335,7 +336,12 @@ class Differential:
             return
         if kafka_res.entries.keys() != kq_res.entries.keys() or not all(
                 dv.same_values(kafka_res.entries[k], kq_res.entries[k]) for k in kafka_res.entries):
-            self.fail(index, f"describe entries differ\n  {where}")
+            k_e, q_e = kafka_res.entries, kq_res.entries
+            detail = ([f"only Kafka has {show(k)} {k_e[k]}" for k in k_e if k not in q_e]
+                      + [f"only kquota has {show(k)} {q_e[k]}" for k in q_e if k not in k_e]
+                      + [f"{show(k)}: Kafka {k_e[k]}, kquota {q_e[k]}" for k in k_e
+                         if k in q_e and not dv.same_values(k_e[k], q_e[k])])
+            self.fail(index, f"describe entries differ: {'; '.join(detail)}\n  {where}")
             return
         kafka_echo = {key_of(p): p for p in kafka_res.entity_orders}
         for p in kq_res.entity_orders:
