@@ -163,6 +163,15 @@ def gen_filter(rng):
     return comps, rng.random() < 0.4
 
 
+def fmt(x):
+    """A batch or op list for messages, with REMOVE spelled out."""
+    if x is REMOVE:
+        return "REMOVE"
+    if isinstance(x, (list, tuple)):
+        return type(x)(fmt(i) for i in x)
+    return x
+
+
 def describable(key):
     """An entity both sides could hold (names are not checked: Kafka describes any)."""
     types = {t for t, _ in key}
@@ -235,7 +244,7 @@ class Differential:
         self.compare_state(index, batch, validate_only)
 
     def compare_alter(self, index, batch, kafka_res, kq_res):
-        where = f"alter {batch!r}\n  Kafka: {kafka_res.response}\n  kquota: {kq_res.response}"
+        where = f"alter {fmt(batch)!r}\n  Kafka: {kafka_res.response}\n  kquota: {kq_res.response}"
         if set(kafka_res.results) != set(kq_res.results):
             self.fail(index, f"answered entities differ: Kafka {[show(k) for k in kafka_res.results]}, "
                              f"kquota {[show(k) for k in kq_res.results]}\n  {where}")
@@ -267,7 +276,7 @@ class Differential:
         while True:
             dev = dv.explain_alter(entity, ops, kafka_r, kq_r, tried)
             if dev is None:
-                self.fail(index, f"entity {show(key_of(entity))} ops {ops!r}: Kafka {kafka_r}, kquota {kq_r}"
+                self.fail(index, f"entity {show(key_of(entity))} ops {fmt(ops)!r}: Kafka {kafka_r}, kquota {kq_r}"
                                  f" (deviations already applied: {tried})\n  {where}")
                 return
             tried.append(dev)
@@ -299,7 +308,7 @@ class Differential:
             dev = None if validate_only else dv.explain_state(entity, entity_copies, before, kafka_vals, kq_vals)
             if dev is None:
                 self.fail(index, f"{'validate_only ' if validate_only else ''}state of {show(k)} after "
-                                 f"{batch!r}: Kafka {kafka_vals}, kquota {kq_vals}, before {before}")
+                                 f"{fmt(batch)!r}: Kafka {kafka_vals}, kquota {kq_vals}, before {before}")
             else:
                 self.devs[dev] += 1
             # Bring both sides back to what they agree on, so later comparisons stay exact.
