@@ -154,18 +154,26 @@ CONFIG_COMMANDS = [
     ("--alter", "--add-config", "consumer_byte_rate=2048,producer_byte_rate=4096", "--entity-type", "users",
      "--entity-name", "k-alice", "--entity-type", "clients", "--entity-default"),
     ("--alter", "--add-config", "connection_creation_rate=7", "--entity-type", "ips", "--entity-name", "10.1.2.3"),
+    ("--alter", "--add-config", "producer_byte_rate=300,request_percentage=150", "--entity-type", "users",
+     "--entity-default", "--entity-type", "clients", "--entity-name", "k-app"),
+    ("--alter", "--delete-config", "request_percentage", "--entity-type", "users", "--entity-default",
+     "--entity-type", "clients", "--entity-name", "k-app"),
     ("--describe", "--entity-type", "users", "--entity-name", "k-alice", "--entity-type", "clients",
      "--entity-default"),
     ("--describe", "--entity-type", "ips", "--entity-name", "10.1.2.3"),
+    ("--describe", "--entity-type", "users", "--entity-default", "--entity-type", "clients", "--entity-name", "k-app"),
     ("--describe", "--entity-type", "users", "--entity-name", "k-alice"),
 ]
 CONFIG_OUTPUTS = [
     "Completed updating config for user k-alice.\n",
     "Completed updating config for user k-alice.\n",
     "Completed updating config for ip 10.1.2.3.\n",
+    "Completed updating default config for users in the cluster.\n",
+    "Completed updating default config for users in the cluster.\n",
     "Quota configs for user-principal 'k-alice', the default client-id are consumer_byte_rate=2048.0, "
     "producer_byte_rate=4096.0\n",
     "Quota configs for ip '10.1.2.3' are connection_creation_rate=7.0\n",
+    "Quota configs for the default user-principal, client-id 'k-app' are producer_byte_rate=300.0\n",
     "Quota configs for user-principal 'k-alice' are producer_byte_rate=1024.0\n",
 ]
 
@@ -173,12 +181,13 @@ CONFIG_OUTPUTS = [
 def test_kafka_config_command(servers):
     results = {}
     for side, (bootstrap, quotas) in servers.items():
-        results[side] = [config_command(bootstrap, *args) for args in CONFIG_COMMANDS[:3]]
+        results[side] = [config_command(bootstrap, *args) for args in CONFIG_COMMANDS[:5]]
         wait_values(quotas, ((USER, "k-alice"),), {"producer_byte_rate": 1024.0})
         wait_values(quotas, ((USER, "k-alice"), (CLIENT, None)), {"consumer_byte_rate": 2048.0,
                                                                    "producer_byte_rate": 4096.0})
         wait_values(quotas, ((IP, "10.1.2.3"),), {"connection_creation_rate": 7.0})
-        results[side] += [config_command(bootstrap, *args) for args in CONFIG_COMMANDS[3:]]
+        wait_values(quotas, ((USER, None), (CLIENT, "k-app")), {"producer_byte_rate": 300.0})
+        results[side] += [config_command(bootstrap, *args) for args in CONFIG_COMMANDS[5:]]
     for args, want, kafka_r, kq_r in zip(CONFIG_COMMANDS, CONFIG_OUTPUTS, results["kafka"], results["kquotad"]):
         assert kafka_r == (0, want, ""), f"Kafka, ConfigCommand {args}: {kafka_r}"
         if args[-2:] == ("--entity-name", "k-alice") and args[0] == "--describe":
