@@ -39,7 +39,8 @@ USER_CLIENT_KEYS = ["producer_byte_rate", "consumer_byte_rate", "request_percent
 IP_KEYS = ["connection_creation_rate"]
 ODD_KEYS = ["foo", "", "producer_byte_rate:bps", "consumer_byte_rate:shares", "producer_byte_rate:furlongs",
             "producer_byte_rate:broker_bps", "request_percentage:percent",
-            "connection_creation_rate:connections_per_sec", "controller_mutation_rate:bps"]
+            "connection_creation_rate:connections_per_sec", "controller_mutation_rate:bps", "PRODUCER_BYTE_RATE",
+            "producer_byte_rate ", "producer_byte_rate:", ":bps", "producer_byte_rate:bps:x", "ü"]
 VALUES = [1.0, 1000.0, 1e6, 0.0, -0.0, -1.0, 0.5, 1.5, 123.456, 5.0000001, 1e-300, 2.0 ** 31 - 1, 2.0 ** 31,
           2.0 ** 63, 2.0 ** 64, 1e300, 9007199254740993.0, 5e-324, 1e-7, 0.9999999, 1.0000001, 2.0 ** 63 - 1024,
           math.nan, math.inf, -math.inf]
