@@ -68,6 +68,17 @@ producer_byte_rate    broker_bps 2000000 {user=t-u, client-id=t-app}
  * producer_byte_rate broker_bps 500000  {user=<default>, client-id=t-app}
 """
 
+LIST_PREFIX = """{user=t-u, client-id=t-app}
+producer_byte_rate broker_bps 2000000
+
+{user=t-u}
+producer_byte_rate broker_bps 1000000
+"""
+
+DESCRIBE_DEFAULT_APP = """consumer_byte_rate broker_bps 100    {user=<default>, client-id=t-app}
+producer_byte_rate broker_bps 500000 {user=<default>, client-id=t-app}
+"""
+
 LIST_U_JSON = ('{"entities":[{"entity":{"client-id":"t-app","user":"t-u"},"quotas":[{"type":"producer_byte_rate",'
                '"unit":"broker_bps","value":2000000}]},{"entity":{"user":"t-u"},"quotas":[{"type":'
                '"producer_byte_rate","unit":"broker_bps","value":1000000}]}],"version":1}\n')
@@ -93,6 +104,9 @@ def test_kafka_quotas_alter_list_describe(servers, side):
     assert ok(tool("kafka-quotas", bootstrap, "--describe", "--names=user=t-u,client-id=t-app",
                    "--include-overrides"), "describe") == DESCRIBE_U_APP
     assert ok(tool("kafka-quotas", bootstrap, "--list", "--names=user=t-u", "--output", "json"), "list") == LIST_U_JSON
+    assert ok(tool("kafka-quotas", bootstrap, "--list", "--prefix=user=t-"), "list --prefix") == LIST_PREFIX
+    assert ok(tool("kafka-quotas", bootstrap, "--describe", "--defaults=user", "--names=client-id=t-app"),
+              "describe a default user") == DESCRIBE_DEFAULT_APP
 
     # Refusals: exit 1, the entity, Kafka's error name and message.
     assert tool("kafka-quotas", bootstrap, "--alter", "--names=user=t-v", "--add=request_percentage=-1") == (
