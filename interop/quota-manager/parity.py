@@ -79,7 +79,7 @@ MISSING = object()
 
 
 def empty_user_deviation(case, key, user, client, k, q):
-    """The one documented deviation (docs/semantics.md): for an empty user, Kafka's metric-tag shortcut
+    """The one documented deviation (docs/semantics.md, D12): for an empty user, Kafka's metric-tag shortcut
     stops at a configured {user=<default>} (unless {user=<default>, client-id=c} or
     {user=<default>, client-id=<default>} comes first) and picks tags whose lookup finds no quota, so the
     connection escapes its client-id quota; kquota applies the client-id level (7 or 8) that Kafka's own
