@@ -23,6 +23,23 @@ pub(crate) struct WindowedRate {
     /// How many samples have been started (at most `samples.len()`).
     used: usize,
     current: usize,
+    /// The sum of the started samples while every value in them is a whole number and the sum is below
+    /// 2^53 (always, for bytes). Every partial sum is then exact in `f64`, so this equals Kafka's
+    /// in-order sum to the bit, and `measure` skips a chain of dependent floating-point additions.
+    whole: Option<u64>,
+}
+
+/// The largest sum whose every partial sum of whole numbers is exact in `f64`.
+const EXACT_LIMIT: f64 = (1u64 << 53) as f64;
+
+/// `total + value`, if `value` is a whole number and the sum stays exact.
+#[inline]
+fn whole_add(total: u64, value: f64) -> Option<u64> {
+    if value >= 0.0 && value.fract() == 0.0 && total as f64 + value < EXACT_LIMIT {
+        Some(total + value as u64)
+    } else {
+        None
+    }
 }
 
 impl WindowedRate {
@@ -31,7 +48,15 @@ impl WindowedRate {
             samples: vec![Sample::default(); window.samples.max(1)].into_boxed_slice(),
             used: 0,
             current: 0,
+            whole: Some(0),
         }
+    }
+
+    /// Recomputes [`WindowedRate::whole`] after samples were reset or reused.
+    fn recount(&mut self) {
+        self.whole = self.samples[..self.used]
+            .iter()
+            .try_fold(0, |t, s| whole_add(t, s.value));
     }
 
     /// Adds `value` at `now`.
@@ -44,6 +69,7 @@ impl WindowedRate {
             };
             self.used = 1;
             self.current = 0;
+            self.whole = Some(0);
         } else if now.saturating_sub(self.samples[self.current].start_ms) >= window.window_ms {
             self.current = (self.current + 1) % self.samples.len();
             self.used = (self.used + 1).min(self.samples.len());
@@ -52,17 +78,19 @@ impl WindowedRate {
                 last_ms: now,
                 value: 0.0,
             };
+            self.recount();
         }
         let s = &mut self.samples[self.current];
         s.value += value;
         s.last_ms = now;
+        self.whole = self.whole.and_then(|t| whole_add(t, value));
     }
 
     /// The rate per second at `now` and the elapsed window (ms) it was measured over.
     pub(crate) fn measure(&mut self, window: Window, now: u64) -> (f64, u64) {
         let expire = window.samples as u64 * window.window_ms;
-        let mut total = 0.0;
         let mut oldest = u64::MAX;
+        let mut reset = false;
         for s in &mut self.samples[..self.used] {
             if now.saturating_sub(s.last_ms) >= expire {
                 // Kafka resets an obsolete sample to start now.
@@ -71,10 +99,18 @@ impl WindowedRate {
                     last_ms: now,
                     value: 0.0,
                 };
+                reset = true;
             }
-            total += s.value;
             oldest = oldest.min(s.start_ms);
         }
+        if reset {
+            self.recount();
+        }
+        let total = match self.whole {
+            Some(t) => t as f64,
+            // Kafka's order of addition, for values with fractions (request time).
+            None => self.samples[..self.used].iter().map(|s| s.value).sum(),
+        };
         if self.used == 0 {
             oldest = now;
         }
@@ -202,6 +238,33 @@ mod tests {
         let (r, elapsed) = rate.measure(KAFKA, 99_000);
         assert_eq!(elapsed, 10_000);
         assert!((r - 110.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn whole_and_fractional_totals_match_the_in_order_sum() {
+        // Fractions take the in-order path; once they leave the window, whole numbers take the
+        // exact integer path again. Both must give exactly Kafka's in-order sum.
+        let mut rate = WindowedRate::new(KAFKA);
+        let mut t = 0;
+        for i in 0..40u64 {
+            let value = if (10..15).contains(&i) {
+                0.1 * i as f64 + 0.05
+            } else {
+                1_000.0 + i as f64
+            };
+            rate.record(KAFKA, value, t);
+            let expected: f64 = rate.samples[..rate.used].iter().map(|s| s.value).sum();
+            let (r, elapsed) = rate.measure(KAFKA, t);
+            assert_eq!(r, expected / (elapsed as f64 / 1000.0), "step {i}");
+            assert_eq!(rate.whole.is_some(), !(10..25).contains(&i), "step {i}");
+            t += 1_000;
+        }
+        // Sums at 2^53 and beyond leave the integer path rather than round.
+        let mut big = WindowedRate::new(KAFKA);
+        big.record(KAFKA, EXACT_LIMIT - 1.0, 0);
+        assert_eq!(big.whole, Some((1 << 53) - 1));
+        big.record(KAFKA, 1.0, 0);
+        assert_eq!(big.whole, None);
     }
 
     #[test]
