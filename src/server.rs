@@ -359,9 +359,8 @@ impl ServerConfig {
     pub fn listener_configs(&self) -> Result<Vec<ListenerConfig>, ConfigError> {
         let bad = |e: String| ConfigError(format!("listeners={}: {e}", self.listeners));
         let map = match &self.listener_protocol_map {
-            Some(m) => parse_protocol_map(m).map_err(|e| {
-                ConfigError(format!("listener.security.protocol.map={m}: {e}"))
-            })?,
+            Some(m) => parse_protocol_map(m)
+                .map_err(|e| ConfigError(format!("listener.security.protocol.map={m}: {e}")))?,
             None => BTreeMap::new(),
         };
         let mut out: Vec<ListenerConfig> = Vec::new();
@@ -544,7 +543,10 @@ impl Server {
             })?;
             let credentials = Credentials::load(path).map_err(config_error)?;
             if credentials.is_empty() {
-                warn!("{}: no users; every SASL authentication will fail", path.display());
+                warn!(
+                    "{}: no users; every SASL authentication will fail",
+                    path.display()
+                );
             }
             if config.sasl_mechanisms.contains(&SaslMechanism::Plain)
                 && listeners
@@ -608,7 +610,11 @@ impl Server {
             info.port = i32::from(port);
             let handler = base.clone().with_server_info(info);
             bound.push(Bound {
-                tls: listener.protocol.uses_tls().then(|| acceptor.clone()).flatten(),
+                tls: listener
+                    .protocol
+                    .uses_tls()
+                    .then(|| acceptor.clone())
+                    .flatten(),
                 config: ListenerConfig {
                     addr: local,
                     ..listener

@@ -22,7 +22,9 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use super::scram::{CredentialError, ScramCredential, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
+use super::scram::{
+    CredentialError, ScramCredential, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS,
+};
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -190,7 +192,10 @@ mod tests {
         let back = Credentials::from_json(&text).unwrap();
         assert_eq!(back, c);
         assert_eq!(back.any("alice").unwrap().mechanism, ScramMechanism::Sha256);
-        assert!(back.get("alice", ScramMechanism::Sha512).unwrap().verify_password(b"a"));
+        assert!(back
+            .get("alice", ScramMechanism::Sha512)
+            .unwrap()
+            .verify_password(b"a"));
         assert!(back.get("bob", ScramMechanism::Sha256).is_none());
         for bad in [
             "[]",

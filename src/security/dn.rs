@@ -44,7 +44,9 @@ fn read(input: &[u8]) -> Result<(Tlv<'_>, &[u8]), DnError> {
         if n == 0 || n > 4 || rest.len() < n {
             return Err(DnError("bad length"));
         }
-        let len = rest[..n].iter().fold(0usize, |acc, b| (acc << 8) | *b as usize);
+        let len = rest[..n]
+            .iter()
+            .fold(0usize, |acc, b| (acc << 8) | *b as usize);
         rest = &rest[n..];
         len
     };

@@ -86,7 +86,9 @@ impl FromStr for SecurityProtocol {
             .into_iter()
             .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| {
-                format!("unknown security protocol '{s}' (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)")
+                format!(
+                    "unknown security protocol '{s}' (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)"
+                )
             })
     }
 }

@@ -281,8 +281,7 @@ impl ClientFirst {
     /// Parses `n,[a=authzid],n=user,r=nonce[,extensions]`. Channel binding (`p=`) is refused, as
     /// Kafka does.
     pub fn parse(message: &[u8]) -> Result<ClientFirst, ScramError> {
-        let text =
-            std::str::from_utf8(message).map_err(|_| ScramError("not UTF-8".to_owned()))?;
+        let text = std::str::from_utf8(message).map_err(|_| ScramError("not UTF-8".to_owned()))?;
         let mut parts = text.splitn(3, ',');
         let (Some(cbind), Some(authz), Some(bare)) = (parts.next(), parts.next(), parts.next())
         else {
@@ -293,10 +292,9 @@ impl ClientFirst {
         }
         let authzid = match authz {
             "" => None,
-            a => Some(decode_saslname(
-                a.strip_prefix("a=")
-                    .ok_or_else(|| ScramError("malformed authorization id".to_owned()))?,
-            )?),
+            a => Some(decode_saslname(a.strip_prefix("a=").ok_or_else(|| {
+                ScramError("malformed authorization id".to_owned())
+            })?)?),
         };
         let attrs = attributes(bare)?;
         let (Some(('n', user)), Some(('r', nonce))) = (attrs.first(), attrs.get(1)) else {
@@ -512,8 +510,7 @@ impl ScramClient {
         let without_proof = format!("c=biws,r={nonce}");
         let auth_message = format!("{},{text},{without_proof}", self.client_first_bare);
         let proof = xor(&client_key, &alg.hmac(&stored_key, auth_message.as_bytes()));
-        self.server_signature =
-            Some(alg.hmac(&alg.server_key(&salted), auth_message.as_bytes()));
+        self.server_signature = Some(alg.hmac(&alg.server_key(&salted), auth_message.as_bytes()));
         Ok(format!("{without_proof},p={}", B64.encode(proof)).into_bytes())
     }
 
@@ -557,7 +554,8 @@ mod tests {
             "fyko+d2lbbFgONRv9qkxdawL",
         );
         assert_eq!(c.client_first(), b"n,,n=user,r=fyko+d2lbbFgONRv9qkxdawL");
-        let server_first = b"r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096";
+        let server_first =
+            b"r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096";
         let fin = c.client_final_with(server_first, SHA1).unwrap();
         assert_eq!(
             String::from_utf8(fin).unwrap(),
@@ -565,10 +563,13 @@ mod tests {
         );
         c.verify_server_final(b"v=rmF9pqV8S7suAoZWja4dJRkFsKQ=")
             .unwrap();
-        assert!(c.verify_server_final(b"v=AAAApqV8S7suAoZWja4dJRkFsKQ=").is_err());
+        assert!(c
+            .verify_server_final(b"v=AAAApqV8S7suAoZWja4dJRkFsKQ=")
+            .is_err());
     }
 
-    const RFC7677_FIRST: &[u8] = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
+    const RFC7677_FIRST: &[u8] =
+        b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
     const RFC7677_FINAL: &str = "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=";
 
     /// RFC 7677 section 3 (SCRAM-SHA-256), client side.
@@ -650,7 +651,12 @@ mod tests {
         assert_eq!(first.authzid.as_deref(), Some("bob"));
         let cred = ScramCredential::generate(ScramMechanism::Sha256, "pw", 4096).unwrap();
         let (server, _) = ScramServer::start(first, cred).unwrap();
-        for bad in [&b""[..], b"c=biws", b"c=biws,r=abc,p=!!", b"r=abc,c=biws,p=AAAA"] {
+        for bad in [
+            &b""[..],
+            b"c=biws",
+            b"c=biws,r=abc,p=!!",
+            b"r=abc,c=biws,p=AAAA",
+        ] {
             assert!(server.finish(bad).is_err(), "{bad:?}");
         }
     }

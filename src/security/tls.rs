@@ -185,7 +185,11 @@ pub fn server_config(
     };
     let config = builder
         .with_single_cert(identity.chain.clone(), identity.key.clone_key())
-        .map_err(|e| TlsError(format!("the keystore's certificate and key do not fit: {e}")))?;
+        .map_err(|e| {
+            TlsError(format!(
+                "the keystore's certificate and key do not fit: {e}"
+            ))
+        })?;
     Ok(Arc::new(config))
 }
 
@@ -213,7 +217,11 @@ pub fn client_config(
     let config = match identity {
         Some(id) => builder
             .with_client_auth_cert(id.chain.clone(), id.key.clone_key())
-            .map_err(|e| TlsError(format!("the client keystore's certificate and key do not fit: {e}")))?,
+            .map_err(|e| {
+                TlsError(format!(
+                    "the client keystore's certificate and key do not fit: {e}"
+                ))
+            })?,
         None => builder.with_no_client_auth(),
     };
     Ok(Arc::new(config))

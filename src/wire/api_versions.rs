@@ -5,8 +5,8 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
 use super::frame::{Header, ReadResult, Reader};
-use crate::security::Session;
 use super::{decode, encode, respond, CloseReason, Handler, API_VERSIONS, API_VERSIONS_SUPPORT};
+use crate::security::Session;
 
 const UNSUPPORTED_VERSION: i16 = 35;
 const INVALID_REQUEST: i16 = 42;

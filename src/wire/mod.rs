@@ -368,11 +368,9 @@ impl Handler {
         apis
     }
 
-    fn support(&self, api_key: i16) -> Option<ApiSupport> {
-        SUPPORTED_APIS
+    fn support(&self, session: &Session, api_key: i16) -> Option<ApiSupport> {
+        self.supported_apis(session)
             .into_iter()
-            .chain(SASL_APIS)
-            .filter(|a| self.draft_alter_quotas || a.api_key != ALTER_QUOTAS)
             .find(|a| a.api_key == api_key)
     }
 
@@ -391,14 +389,14 @@ impl Handler {
     fn may_describe(&self, session: &Session) -> bool {
         self.authorizer
             .as_ref()
-            .is_none_or(|a| a.may_describe(session.principal()))
+            .map_or(true, |a| a.may_describe(session.principal()))
     }
 
     /// Whether `session` may alter quotas.
     fn may_alter(&self, session: &Session) -> bool {
         self.authorizer
             .as_ref()
-            .is_none_or(|a| a.may_alter(session.principal()))
+            .map_or(true, |a| a.may_alter(session.principal()))
     }
 
     fn dispatch(&self, session: &mut Session, frame: &[u8]) -> Result<Outcome, CloseReason> {
@@ -409,7 +407,7 @@ impl Handler {
         let api_version = r
             .i16("request_api_version")
             .map_err(CloseReason::MalformedHeader)?;
-        let Some(support) = self.support(api_key) else {
+        let Some(support) = self.support(session, api_key) else {
             return Err(CloseReason::UnsupportedApi {
                 api_key,
                 api_version,

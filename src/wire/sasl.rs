@@ -7,8 +7,7 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-    SaslHandshakeResponse,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use ring::hmac;
@@ -46,7 +45,12 @@ pub(super) fn handshake(
     let enabled: Vec<StrBytes> = h
         .sasl
         .as_ref()
-        .map(|s| s.mechanisms.iter().map(|m| StrBytes::from_static_str(m.name())).collect())
+        .map(|s| {
+            s.mechanisms
+                .iter()
+                .map(|m| StrBytes::from_static_str(m.name()))
+                .collect()
+        })
         .unwrap_or_default();
     let mut response = SaslHandshakeResponse::default();
     response.mechanisms = enabled;
@@ -242,8 +246,8 @@ fn scram_first(
         .and_then(|s| s.credentials.get(&first.username, m).cloned())
         .or_else(|| decoy(h, m, &first.username))
         .ok_or_else(|| scram_refusal(m, format!("{m}: no credential")))?;
-    let (server, out) = ScramServer::start(first, credential)
-        .map_err(|e| scram_refusal(m, format!("{m}: {e}")))?;
+    let (server, out) =
+        ScramServer::start(first, credential).map_err(|e| scram_refusal(m, format!("{m}: {e}")))?;
     session.sasl = SaslStage::ScramFinal(Box::new(server));
     Ok(Bytes::from(out))
 }
