@@ -409,6 +409,7 @@ impl Session {
     }
 
     pub(crate) fn authenticated(&mut self, principal: Principal) {
+        tracing::info!(peer = ?self.peer, listener = %self.listener, "authenticated as {principal}");
         self.principal = principal;
         self.sasl = SaslStage::Done;
     }

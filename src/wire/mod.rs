@@ -446,13 +446,19 @@ impl Handler {
             METADATA => cluster::metadata(self, header, body).map(ok),
             DESCRIBE_CLUSTER => cluster::describe_cluster(self, header, body).map(ok),
             DESCRIBE_CLIENT_QUOTAS => {
-                describe::handle(self, self.may_describe(session), header, body).map(ok)
+                let allowed = self.may_describe(session);
+                log_denial(session, allowed, "DescribeClientQuotas");
+                describe::handle(self, allowed, header, body).map(ok)
             }
             ALTER_CLIENT_QUOTAS => {
-                alter::handle(self, self.may_alter(session), header, body).map(ok)
+                let allowed = self.may_alter(session);
+                log_denial(session, allowed, "AlterClientQuotas");
+                alter::handle(self, allowed, header, body).map(ok)
             }
             ALTER_QUOTAS => {
-                alter_quotas::handle(self, self.may_alter(session), header, body).map(ok)
+                let allowed = self.may_alter(session);
+                log_denial(session, allowed, "AlterQuotas");
+                alter_quotas::handle(self, allowed, header, body).map(ok)
             }
             SASL_HANDSHAKE => sasl::handshake(self, session, header, body),
             SASL_AUTHENTICATE => sasl::authenticate(self, session, header, body),
@@ -461,6 +467,18 @@ impl Handler {
                 api_version,
             }),
         }
+    }
+}
+
+/// Logs a refused request with its principal, as Kafka's authorizer log does.
+fn log_denial(session: &Session, allowed: bool, api: &str) {
+    if !allowed {
+        tracing::warn!(
+            peer = ?session.peer(),
+            listener = session.listener(),
+            "Principal = {} is Denied operation {api} on the cluster (CLUSTER_AUTHORIZATION_FAILED)",
+            session.principal()
+        );
     }
 }
 
