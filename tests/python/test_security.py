@@ -3,12 +3,18 @@ SASL_PLAINTEXT and SASL_SSL, and is refused with wrong credentials. Only super.u
 another authenticated user's AlterClientQuotas is answered CLUSTER_AUTHORIZATION_FAILED (31) per entity
 and changes nothing.
 
-Credentials are made with `kquotad scram-credential`; the SASL_SSL certificate with the openssl command
-line tool (a missing openssl fails the suite, it never skips)."""
+Credentials are made with `kquotad scram-credential`; the SASL_SSL certificate with `cryptography`
+(installed by run.sh from requirements.txt)."""
 
-import shutil
+import datetime
+import ipaddress
 import subprocess
 import time
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 import pytest
 from kafka.errors import KafkaError
@@ -32,16 +38,28 @@ def scram_credentials(path):
 
 
 def self_signed(dir_path):
-    openssl = shutil.which("openssl")
-    assert openssl, "the openssl command line tool is needed to make the SASL_SSL test certificate; install openssl"
-    cert, key = dir_path / "server.crt", dir_path / "server.key"
-    done = subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-         "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, f"openssl could not make a certificate: {done.stderr}"
-    return cert, key
+    """A self-signed server certificate for localhost and 127.0.0.1, and its key, as PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = dir_path / "server.crt", dir_path / "server.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return cert_path, key_path
 
 
 @pytest.fixture(scope="module")
