@@ -967,3 +967,22 @@ fn custom_listener_names_map_to_protocols() {
     let mut c = Conn::open(bound[0].1);
     assert_eq!(c.describe(), Some(31));
 }
+
+#[test]
+fn required_client_certificates_refuse_clients_without_one() {
+    let s = Secured::start(&["--override", "ssl.client.auth=required"]);
+    let no_cert = s.ssl("no-cert", None);
+    assert_refused(&list(s.ssl, Some(&no_cert)), "could not connect");
+    let admin = s.ssl("admin-cert", Some("admin"));
+    assert_ok(&alter(s.ssl, Some(&admin), "by-cert", 7));
+    let r = list(s.ssl, Some(&admin));
+    assert_ok(&r);
+    assert_eq!(
+        r.stdout,
+        "{user=by-cert}\nproducer_byte_rate broker_bps 7\n"
+    );
+    // SASL_SSL shares the TLS settings: a SASL client must present a certificate too.
+    let sasl = s.sasl("sasl", "SASL_SSL", "SCRAM-SHA-256", "admin", ADMIN_PASSWORD);
+    assert_refused(&list(s.sasl_ssl, Some(&sasl)), "could not connect");
+    assert!(s.log().contains("SSL handshake failed"), "{}", s.log());
+}
