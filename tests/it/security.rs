@@ -19,6 +19,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use kquota::security::scram::ScramClient;
 use kquota::security::ScramMechanism;
+use kquota::wire::Outcome;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, SanType,
 };
@@ -985,4 +986,137 @@ fn required_client_certificates_refuse_clients_without_one() {
     let sasl = s.sasl("sasl", "SASL_SSL", "SCRAM-SHA-256", "admin", ADMIN_PASSWORD);
     assert_refused(&list(s.sasl_ssl, Some(&sasl)), "could not connect");
     assert!(s.log().contains("SSL handshake failed"), "{}", s.log());
+}
+
+/// One request frame (header and body, no size prefix) for the handler.
+fn frame<R: Request>(req: &R, version: i16) -> Vec<u8> {
+    let mut buf = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(9)
+        .with_client_id(Some(StrBytes::from_static_str("t")))
+        .encode(&mut buf, R::header_version(version))
+        .unwrap();
+    req.encode(&mut buf, version).unwrap();
+    buf.to_vec()
+}
+
+fn answer<R: Request>(outcome: Outcome, version: i16) -> R::Response {
+    let Outcome::Respond(body) = outcome else {
+        panic!("not answered: {outcome:?}");
+    };
+    let mut body = body.freeze();
+    ResponseHeader::decode(&mut body, R::Response::header_version(version)).unwrap();
+    R::Response::decode(&mut body, version).unwrap()
+}
+
+#[test]
+fn the_handler_authorizes_by_the_sessions_principal() {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    use kafka_protocol::messages::AlterClientQuotasRequest;
+    use kquota::security::{Authorizer, Principal, SecurityProtocol, Session};
+    use kquota::wire::{Handler, ServerInfo};
+    use kquota::Engine;
+    use std::sync::Arc;
+
+    let handler = Handler::new(
+        Arc::new(Engine::new()),
+        ServerInfo {
+            node_id: 1,
+            host: "h".into(),
+            port: 1,
+            cluster_id: "c".into(),
+        },
+    )
+    .with_authorizer(Authorizer::new([Principal::user("admin")]));
+    let entry = |user: &'static str| {
+        EntryData::default()
+            .with_entity(vec![EntityData::default()
+                .with_entity_type(StrBytes::from_static_str("user"))
+                .with_entity_name(Some(StrBytes::from_static_str(user)))])
+            .with_ops(vec![OpData::default()
+                .with_key(StrBytes::from_static_str("producer_byte_rate"))
+                .with_value(5.0)])
+    };
+    let alter =
+        AlterClientQuotasRequest::default().with_entries(vec![entry("a"), entry("a"), entry("b")]);
+    let ssl = |p: Principal| Session::new("SSL", SecurityProtocol::Ssl, None).with_principal(p);
+    for (mut session, validate_only) in [
+        (Session::plaintext(), false),
+        (ssl(Principal::user("alice")), false),
+        (ssl(Principal::user("alice")), true),
+    ] {
+        for version in [0, 1] {
+            let req = alter.clone().with_validate_only(validate_only);
+            let r = answer::<AlterClientQuotasRequest>(
+                handler.handle(&mut session, &frame(&req, version)),
+                version,
+            );
+            // Kafka's getErrorResponse: every entry as sent, duplicates included.
+            assert_eq!(r.entries.len(), 3);
+            for e in &r.entries {
+                assert_eq!(e.error_code, 31);
+                assert_eq!(
+                    e.error_message.as_deref(),
+                    Some("Cluster authorization failed.")
+                );
+            }
+            assert_eq!(
+                handler.engine().generation(),
+                0,
+                "a refused alter changed the engine"
+            );
+        }
+    }
+    // Anonymous may not describe; alice may, and sees nothing yet.
+    let describe = DescribeClientQuotasRequest::default();
+    let r = answer::<DescribeClientQuotasRequest>(
+        handler.handle(&mut Session::plaintext(), &frame(&describe, 1)),
+        1,
+    );
+    assert_eq!((r.error_code, r.entries.is_none()), (31, true));
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Cluster authorization failed.")
+    );
+    let r = answer::<DescribeClientQuotasRequest>(
+        handler.handle(&mut ssl(Principal::user("alice")), &frame(&describe, 1)),
+        1,
+    );
+    assert_eq!(r.error_code, 0);
+    // The super user's alteration applies.
+    let req = AlterClientQuotasRequest::default().with_entries(vec![entry("b")]);
+    let r = answer::<AlterClientQuotasRequest>(
+        handler.handle(&mut ssl(Principal::user("admin")), &frame(&req, 1)),
+        1,
+    );
+    assert_eq!(r.entries[0].error_code, 0);
+    assert_eq!(handler.engine().generation(), 1);
+}
+
+#[test]
+fn metadata_answers_with_the_listener_it_came_on() {
+    use kafka_protocol::messages::MetadataRequest;
+    let dir = temp_dir("security-advertised");
+    let (_server, bound) = Kquotad::start_with(
+        &dir,
+        "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        &[
+            "--listener-security-protocol-map",
+            "INTERNAL:PLAINTEXT",
+            "--advertised-listeners",
+            "INTERNAL://quota.internal:9999",
+        ],
+    );
+    let port = |addr: SocketAddr| {
+        let mut c = Conn::open(addr);
+        let r = c.call(&MetadataRequest::default(), 1).unwrap();
+        (r.brokers[0].host.to_string(), r.brokers[0].port)
+    };
+    assert_eq!(
+        port(bound[0].1),
+        ("127.0.0.1".to_owned(), i32::from(bound[0].1.port()))
+    );
+    assert_eq!(port(bound[1].1), ("quota.internal".to_owned(), 9999));
 }
