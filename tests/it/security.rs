@@ -723,8 +723,9 @@ fn a_failed_authentication_is_delayed_without_blocking_other_clients() {
     let good = start.elapsed();
     let slow = slow.join().unwrap();
     assert!(slow >= Duration::from_millis(3000), "not delayed: {slow:?}");
+    // Well under the delay, with room for a loaded machine.
     assert!(
-        good < Duration::from_millis(1300),
+        good < Duration::from_millis(2500),
         "a good client waited {good:?}"
     );
 }
