@@ -21,6 +21,7 @@ use kafka_protocol::messages::{
     AlterClientQuotasRequest, DescribeClientQuotasRequest, RequestHeader,
 };
 use kafka_protocol::protocol::{Encodable, Request, StrBytes};
+use kquota::security::Principal;
 use kquota::server::{Server, ServerConfig};
 use kquota::store::Store;
 use kquota::{Alteration, Engine, Entity, EntityName};
@@ -116,8 +117,10 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = temp_dir("rps");
     let config = ServerConfig {
-        listener: "127.0.0.1:0".parse().unwrap(),
+        listeners: "PLAINTEXT://127.0.0.1:0".to_owned(),
         data_dir: dir.clone(),
+        // The bench's clients are anonymous and alter.
+        super_users: vec![Principal::anonymous()],
         ..ServerConfig::default()
     };
     let server = runtime.block_on(Server::bind(config)).unwrap();
@@ -169,8 +172,10 @@ fn main() {
         );
     }
     let config = ServerConfig {
-        listener: "127.0.0.1:0".parse().unwrap(),
+        listeners: "PLAINTEXT://127.0.0.1:0".to_owned(),
         data_dir: dir.clone(),
+        // The bench's clients are anonymous and alter.
+        super_users: vec![Principal::anonymous()],
         ..ServerConfig::default()
     };
     let mut best = Duration::MAX;

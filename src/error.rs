@@ -79,6 +79,14 @@ impl ApiError {
     pub fn policy_violation(message: impl Into<String>) -> Self {
         ApiError::new(ErrorCode::POLICY_VIOLATION, message)
     }
+
+    /// `CLUSTER_AUTHORIZATION_FAILED` with Kafka's default message.
+    pub fn cluster_authorization_failed() -> Self {
+        ApiError::new(
+            ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+            "Cluster authorization failed.",
+        )
+    }
 }
 
 impl fmt::Display for ApiError {

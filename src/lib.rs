@@ -88,6 +88,7 @@ mod key;
 pub mod meter;
 mod notify;
 mod resolve;
+pub mod security;
 pub mod server;
 mod state;
 pub mod store;

@@ -1,10 +1,16 @@
-//! `kquotad`'s server: the wire handler over TCP, backed by the durable store.
+//! `kquotad`'s server: the wire handler over TCP and TLS, backed by the durable store.
 //!
-//! One tokio task per connection reads size-prefixed frames, answers them strictly in order (Kafka's
-//! pipelining guarantee), and closes the connection where Kafka would. Limits: the request frame size
-//! (`socket.request.max.bytes`, 100 MiB by default), the number of open connections (`max.connections`)
-//! and the idle time between requests (`connections.max.idle.ms`, 10 minutes). On SIGINT or SIGTERM the
-//! server stops accepting, lets every connection finish the request it is on, and exits.
+//! Listeners are configured as Kafka's (`listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093`,
+//! with `listener.security.protocol.map` for custom names); each speaks PLAINTEXT, SSL,
+//! SASL_PLAINTEXT or SASL_SSL (see [`crate::security`]). One tokio task per connection reads
+//! size-prefixed frames, answers them strictly in order (Kafka's pipelining guarantee), and closes
+//! the connection where Kafka would. Limits: the request frame size (`socket.request.max.bytes`,
+//! 100 MiB by default), the number of open connections over all listeners (`max.connections`) and
+//! the idle time between requests (`connections.max.idle.ms`, 10 minutes). A failed
+//! authentication is logged with the peer's address and its connection closed after
+//! `connection.failed.authentication.delay.ms` (100 ms), in that connection's task only. On SIGINT
+//! or SIGTERM the server stops accepting, lets every connection finish the request it is on, and
+//! exits.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,23 +19,61 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
 use crate::engine::{Engine, SubQuotaPolicy};
+use crate::security::tls::{self, ClientAuth, KeyPair};
+use crate::security::{
+    parse_super_users, AuthContext, Authorizer, Credentials, Principal, SaslConfig, SaslMechanism,
+    ScramMechanism, SecurityProtocol, Session,
+};
 use crate::store::Store;
 use crate::wire::{request_size, Handler, Outcome, ServerInfo, DEFAULT_MAX_REQUEST_BYTES};
+
+/// One listener: its name, protocol and address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerConfig {
+    /// The name (`SASL_SSL`, or a custom name from `listener.security.protocol.map`).
+    pub name: String,
+    /// The security protocol.
+    pub protocol: SecurityProtocol,
+    /// Where to listen (port 0 for any free port).
+    pub addr: SocketAddr,
+}
+
+/// TLS settings shared by the SSL and SASL_SSL listeners, named as Kafka's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SslSettings {
+    /// `ssl.keystore.location`: a PEM file with the certificate chain and the private key.
+    pub keystore_location: Option<String>,
+    /// `ssl.keystore.certificate.chain`: the PEM certificate chain, inline.
+    pub keystore_certificate_chain: Option<String>,
+    /// `ssl.keystore.key`: the PEM private key, inline.
+    pub keystore_key: Option<String>,
+    /// `ssl.truststore.location`: a PEM file of trusted CA certificates (client certificates).
+    pub truststore_location: Option<String>,
+    /// `ssl.truststore.certificates`: the trusted PEM certificates, inline.
+    pub truststore_certificates: Option<String>,
+    /// `ssl.client.auth`.
+    pub client_auth: ClientAuth,
+}
 
 /// Everything `kquotad` is configured with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServerConfig {
-    /// Where to listen (`listeners=PLAINTEXT://127.0.0.1:9092`).
-    pub listener: SocketAddr,
-    /// The host and port clients are told to connect to (`advertised.listeners`); defaults to the
-    /// listener's.
-    pub advertised: Option<(String, u16)>,
+    /// Where to listen, in Kafka's syntax (`listeners=PLAINTEXT://127.0.0.1:9092,SSL://:9093`);
+    /// see [`ServerConfig::listener_configs`].
+    pub listeners: String,
+    /// `listener.security.protocol.map` (`NAME:PROTOCOL,...`); a listener named after a protocol
+    /// needs no entry.
+    pub listener_protocol_map: Option<String>,
+    /// What clients are told to connect to, per listener name (`advertised.listeners`); a listener
+    /// not named is advertised at its bound address.
+    pub advertised: Vec<(String, String, u16)>,
     /// The data directory (`kquota.data.dir`).
     pub data_dir: PathBuf,
     /// The sub-quota policy (`kquota.sub.quota.policy`: `kip55` or `kafka`).
@@ -50,13 +94,27 @@ pub struct ServerConfig {
     pub node_id: i32,
     /// The cluster id reported to clients (`cluster.id`).
     pub cluster_id: String,
+    /// The principals that may alter quotas (`super.users=User:alice;User:bob`).
+    pub super_users: Vec<Principal>,
+    /// Whether `User:ANONYMOUS` may describe quotas (`kquota.describe.allow.anonymous`, false).
+    pub describe_allow_anonymous: bool,
+    /// `sasl.enabled.mechanisms` (default `SCRAM-SHA-256,SCRAM-SHA-512`).
+    pub sasl_mechanisms: Vec<SaslMechanism>,
+    /// `sasl.credentials.file`: the SCRAM credentials of SASL users.
+    pub sasl_credentials_file: Option<PathBuf>,
+    /// How long a connection that failed authentication waits before it is closed
+    /// (`connection.failed.authentication.delay.ms`, 100).
+    pub failed_authentication_delay: Duration,
+    /// TLS settings (`ssl.*`).
+    pub ssl: SslSettings,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
-            listener: SocketAddr::from(([127, 0, 0, 1], 9092)),
-            advertised: None,
+            listeners: "PLAINTEXT://127.0.0.1:9092".to_owned(),
+            listener_protocol_map: None,
+            advertised: Vec::new(),
             data_dir: PathBuf::from("kquota-data"),
             policy: SubQuotaPolicy::Kip55,
             broker_count: 1,
@@ -67,6 +125,15 @@ impl Default for ServerConfig {
             idle_timeout: Duration::from_millis(600_000),
             node_id: 1,
             cluster_id: "kquota-cluster".to_owned(),
+            super_users: Vec::new(),
+            describe_allow_anonymous: false,
+            sasl_mechanisms: vec![
+                SaslMechanism::Scram(ScramMechanism::Sha256),
+                SaslMechanism::Scram(ScramMechanism::Sha512),
+            ],
+            sasl_credentials_file: None,
+            failed_authentication_delay: Duration::from_millis(100),
+            ssl: SslSettings::default(),
         }
     }
 }
@@ -84,8 +151,9 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// The property keys `kquotad` understands.
-pub const KNOWN_PROPERTIES: [&str; 12] = [
+pub const KNOWN_PROPERTIES: [&str; 29] = [
     "listeners",
+    "listener.security.protocol.map",
     "advertised.listeners",
     "kquota.data.dir",
     "kquota.sub.quota.policy",
@@ -97,6 +165,22 @@ pub const KNOWN_PROPERTIES: [&str; 12] = [
     "connections.max.idle.ms",
     "node.id",
     "cluster.id",
+    "super.users",
+    "kquota.describe.allow.anonymous",
+    "sasl.enabled.mechanisms",
+    "sasl.credentials.file",
+    "connection.failed.authentication.delay.ms",
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.key.password",
+    "ssl.keystore.password",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.client.auth",
+    "ssl.principal.mapping.rules",
 ];
 
 /// Parses a properties file in Java's simple form: `key=value` or `key: value` per line, `#` and `!`
@@ -132,16 +216,86 @@ impl ServerConfig {
             v.trim().parse().ok()
         }
         match key {
-            "listeners" => self.listener = parse_listener(value).map_err(|e| bad(&e))?,
+            "listeners" => {
+                split_listeners(value).map_err(|e| bad(&e))?;
+                self.listeners = value.to_owned();
+            }
+            "listener.security.protocol.map" => {
+                parse_protocol_map(value).map_err(|e| bad(&e))?;
+                self.listener_protocol_map = Some(value.to_owned());
+            }
             "advertised.listeners" => {
-                let addr = value
-                    .strip_prefix("PLAINTEXT://")
-                    .ok_or_else(|| bad("expected PLAINTEXT://host:port"))?;
-                let (host, port) = addr
-                    .rsplit_once(':')
-                    .ok_or_else(|| bad("expected PLAINTEXT://host:port"))?;
-                let port = number(port).ok_or_else(|| bad("port must be a number 0-65535"))?;
-                self.advertised = Some((host.trim_matches(['[', ']']).to_owned(), port));
+                let mut out = Vec::new();
+                for (name, host, port) in split_listeners(value).map_err(|e| bad(&e))? {
+                    if port == 0 {
+                        return Err(bad("an advertised port must not be 0"));
+                    }
+                    out.push((name, host, port));
+                }
+                self.advertised = out;
+            }
+            "super.users" => self.super_users = parse_super_users(value).map_err(|e| bad(&e))?,
+            "kquota.describe.allow.anonymous" => {
+                self.describe_allow_anonymous = match value.trim() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(bad("must be true or false")),
+                }
+            }
+            "sasl.enabled.mechanisms" => {
+                let mut mechanisms = Vec::new();
+                for m in value.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+                    let m: SaslMechanism = m.parse().map_err(|e: String| bad(&e))?;
+                    if !mechanisms.contains(&m) {
+                        mechanisms.push(m);
+                    }
+                }
+                if mechanisms.is_empty() {
+                    return Err(bad("name at least one mechanism"));
+                }
+                self.sasl_mechanisms = mechanisms;
+            }
+            "sasl.credentials.file" => {
+                if value.is_empty() {
+                    return Err(bad("must not be empty"));
+                }
+                self.sasl_credentials_file = Some(PathBuf::from(value));
+            }
+            "connection.failed.authentication.delay.ms" => {
+                self.failed_authentication_delay = Duration::from_millis(
+                    number(value).ok_or_else(|| bad("must be a whole number of milliseconds"))?,
+                )
+            }
+            "ssl.keystore.type" | "ssl.truststore.type" => {
+                if !value.eq_ignore_ascii_case("PEM") {
+                    return Err(bad("only PEM is supported"));
+                }
+            }
+            "ssl.keystore.location" => self.ssl.keystore_location = Some(value.to_owned()),
+            "ssl.keystore.certificate.chain" => {
+                self.ssl.keystore_certificate_chain = Some(value.to_owned())
+            }
+            "ssl.keystore.key" => self.ssl.keystore_key = Some(value.to_owned()),
+            "ssl.key.password" | "ssl.keystore.password" => {
+                if !value.is_empty() {
+                    return Err(bad(
+                        "encrypted PEM keys are not supported; leave the key unencrypted and protect the file",
+                    ));
+                }
+            }
+            "ssl.truststore.location" => self.ssl.truststore_location = Some(value.to_owned()),
+            "ssl.truststore.certificates" => {
+                self.ssl.truststore_certificates = Some(value.to_owned())
+            }
+            "ssl.client.auth" => {
+                self.ssl.client_auth = value.parse().map_err(|e: String| bad(&e))?
+            }
+            "ssl.principal.mapping.rules" => {
+                if value.trim() != "DEFAULT" {
+                    return Err(bad(
+                        "only DEFAULT is supported (the subject's RFC 2253 name); plug in a PrincipalBuilder for other mappings",
+                    ));
+                }
             }
             "kquota.data.dir" => {
                 if value.is_empty() {
@@ -200,27 +354,98 @@ impl ServerConfig {
         }
         Ok(())
     }
+
+    /// The listeners, with their protocols resolved through `listener.security.protocol.map`.
+    pub fn listener_configs(&self) -> Result<Vec<ListenerConfig>, ConfigError> {
+        let bad = |e: String| ConfigError(format!("listeners={}: {e}", self.listeners));
+        let map = match &self.listener_protocol_map {
+            Some(m) => parse_protocol_map(m)
+                .map_err(|e| ConfigError(format!("listener.security.protocol.map={m}: {e}")))?,
+            None => BTreeMap::new(),
+        };
+        let mut out: Vec<ListenerConfig> = Vec::new();
+        for (name, host, port) in split_listeners(&self.listeners).map_err(bad)? {
+            let protocol = match map.get(&name) {
+                Some(p) => *p,
+                None => name.parse().map_err(|_| {
+                    bad(format!(
+                        "listener '{name}' is not a security protocol; map it with listener.security.protocol.map={name}:SASL_SSL (or another protocol)"
+                    ))
+                })?,
+            };
+            let host = match host.as_str() {
+                "" => "0.0.0.0".to_owned(),
+                "localhost" => "127.0.0.1".to_owned(),
+                h => h.to_owned(),
+            };
+            let ip: std::net::IpAddr = host
+                .parse()
+                .map_err(|_| bad(format!("'{host}' is not an IP address")))?;
+            let addr = SocketAddr::new(ip, port);
+            if out.iter().any(|l| l.name == name) {
+                return Err(bad(format!("listener name '{name}' is used twice")));
+            }
+            if port != 0 && out.iter().any(|l| l.addr.port() == port) {
+                return Err(bad(format!("port {port} is used twice")));
+            }
+            out.push(ListenerConfig {
+                name,
+                protocol,
+                addr,
+            });
+        }
+        Ok(out)
+    }
 }
 
-/// `PLAINTEXT://host:port` (one listener; the port may be 0 for any free port).
-fn parse_listener(value: &str) -> Result<SocketAddr, String> {
-    let Some(addr) = value.strip_prefix("PLAINTEXT://") else {
-        return Err(
-            "expected PLAINTEXT://host:port (only PLAINTEXT listeners are served)".to_owned(),
-        );
-    };
-    if addr.contains(',') {
-        return Err("only one listener is supported".to_owned());
+/// Splits Kafka's listener list (`NAME://host:port,...`) into names, hosts and ports.
+fn split_listeners(value: &str) -> Result<Vec<(String, String, u16)>, String> {
+    let mut out = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some((name, addr)) = item.split_once("://") else {
+            return Err(format!("'{item}' is not NAME://host:port"));
+        };
+        let name = name.trim().to_ascii_uppercase();
+        if name.is_empty() {
+            return Err(format!("'{item}' has no listener name"));
+        }
+        let Some((host, port)) = addr.rsplit_once(':') else {
+            return Err(format!("'{item}' has no port"));
+        };
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("'{item}': the port must be a number 0-65535"))?;
+        out.push((name, host.trim_matches(['[', ']']).to_owned(), port));
     }
-    let addr = addr.replace("localhost", "127.0.0.1");
-    addr.parse::<SocketAddr>()
-        .map_err(|_| format!("'{addr}' is not an IP address and port"))
+    if out.is_empty() {
+        return Err("no listener given".to_owned());
+    }
+    Ok(out)
+}
+
+/// Parses `listener.security.protocol.map` (`NAME:PROTOCOL,...`).
+fn parse_protocol_map(value: &str) -> Result<BTreeMap<String, SecurityProtocol>, String> {
+    let mut out = BTreeMap::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some((name, protocol)) = item.split_once(':') else {
+            return Err(format!("'{item}' is not NAME:PROTOCOL"));
+        };
+        out.insert(name.trim().to_ascii_uppercase(), protocol.parse()?);
+    }
+    Ok(out)
+}
+
+/// One bound listener and what its connections need.
+struct Bound {
+    config: ListenerConfig,
+    tcp: TcpListener,
+    tls: Option<TlsAcceptor>,
+    handler: Arc<Handler>,
 }
 
 /// A server that is bound and ready to serve.
 pub struct Server {
-    listener: TcpListener,
-    handler: Arc<Handler>,
+    listeners: Vec<Bound>,
     config: ServerConfig,
     loaded: usize,
 }
@@ -241,7 +466,7 @@ pub enum StartError {
     Config(ConfigError),
     /// The store failed to open or load.
     Store(crate::store::StoreError),
-    /// The listener could not be bound.
+    /// A listener could not be bound.
     Bind(SocketAddr, std::io::Error),
 }
 
@@ -257,9 +482,86 @@ impl fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
+fn config_error(e: impl fmt::Display) -> StartError {
+    StartError::Config(ConfigError(e.to_string()))
+}
+
+/// The TLS acceptor for the SSL and SASL_SSL listeners, from the `ssl.*` settings.
+fn tls_acceptor(ssl: &SslSettings) -> Result<TlsAcceptor, StartError> {
+    let (chain_pem, key_pem) = match (
+        &ssl.keystore_location,
+        &ssl.keystore_certificate_chain,
+        &ssl.keystore_key,
+    ) {
+        (_, Some(chain), Some(key)) => (chain.clone(), key.clone()),
+        (Some(path), chain, key) => {
+            let text = tls::read_pem_file(path, "ssl.keystore.location").map_err(config_error)?;
+            (
+                chain.clone().unwrap_or_else(|| text.clone()),
+                key.clone().unwrap_or(text),
+            )
+        }
+        _ => {
+            return Err(config_error(
+                "a TLS listener needs ssl.keystore.location (a PEM file with the certificate chain and key), or ssl.keystore.certificate.chain and ssl.keystore.key",
+            ))
+        }
+    };
+    let identity = KeyPair {
+        chain: tls::certificates(&chain_pem, "ssl.keystore").map_err(config_error)?,
+        key: tls::private_key(&key_pem, "ssl.keystore").map_err(config_error)?,
+    };
+    let mut trust = Vec::new();
+    if let Some(path) = &ssl.truststore_location {
+        let text = tls::read_pem_file(path, "ssl.truststore.location").map_err(config_error)?;
+        trust.extend(tls::certificates(&text, "ssl.truststore.location").map_err(config_error)?);
+    }
+    if let Some(pem) = &ssl.truststore_certificates {
+        trust.extend(tls::certificates(pem, "ssl.truststore.certificates").map_err(config_error)?);
+    }
+    let config = tls::server_config(&identity, &trust, ssl.client_auth).map_err(config_error)?;
+    Ok(TlsAcceptor::from(config))
+}
+
 impl Server {
-    /// Opens the store, loads it into a new engine, and binds the listener.
+    /// Checks the security settings, opens the store, loads it into a new engine, and binds every
+    /// listener.
     pub async fn bind(config: ServerConfig) -> Result<Server, StartError> {
+        let listeners = config.listener_configs().map_err(StartError::Config)?;
+        let needs_tls = listeners.iter().any(|l| l.protocol.uses_tls());
+        let needs_sasl = listeners.iter().any(|l| l.protocol.uses_sasl());
+        let acceptor = if needs_tls {
+            Some(tls_acceptor(&config.ssl)?)
+        } else {
+            None
+        };
+        let sasl = if needs_sasl {
+            let path = config.sasl_credentials_file.as_ref().ok_or_else(|| {
+                config_error(
+                    "a SASL listener needs sasl.credentials.file (make entries with `kquotad scram-credential`)",
+                )
+            })?;
+            let credentials = Credentials::load(path).map_err(config_error)?;
+            if credentials.is_empty() {
+                warn!(
+                    "{}: no users; every SASL authentication will fail",
+                    path.display()
+                );
+            }
+            if config.sasl_mechanisms.contains(&SaslMechanism::Plain)
+                && listeners
+                    .iter()
+                    .any(|l| l.protocol == SecurityProtocol::SaslPlaintext)
+            {
+                warn!("PLAIN is enabled on a SASL_PLAINTEXT listener: passwords cross the network in the clear");
+            }
+            Some(SaslConfig {
+                mechanisms: config.sasl_mechanisms.clone(),
+                credentials: Arc::new(credentials),
+            })
+        } else {
+            None
+        };
         let mut builder = Engine::builder()
             .policy(config.policy)
             .broker_count(config.broker_count);
@@ -269,43 +571,73 @@ impl Server {
         if let Some(c) = config.consumer_capacity {
             builder = builder.consumer_capacity(c);
         }
-        let engine = Arc::new(
-            builder
-                .build()
-                .map_err(|e| StartError::Config(ConfigError(e)))?,
-        );
+        let engine = Arc::new(builder.build().map_err(config_error)?);
         let store = Arc::new(Store::open(&config.data_dir).map_err(StartError::Store)?);
         let loaded = store.load_into(&engine).map_err(StartError::Store)?;
-        let listener = TcpListener::bind(config.listener)
-            .await
-            .map_err(|e| StartError::Bind(config.listener, e))?;
-        let local = listener
-            .local_addr()
-            .map_err(|e| StartError::Bind(config.listener, e))?;
-        let (host, port) = config
-            .advertised
-            .clone()
-            .unwrap_or_else(|| (local.ip().to_string(), local.port()));
-        let info = ServerInfo {
-            node_id: config.node_id,
-            host,
-            port: i32::from(port),
-            cluster_id: config.cluster_id.clone(),
-        };
-        let handler = Handler::new(Arc::clone(&engine), info).with_store(store);
+        let authorizer = Authorizer::new(config.super_users.iter().cloned())
+            .allow_anonymous_describe(config.describe_allow_anonymous);
+        let mut base = Handler::new(
+            Arc::clone(&engine),
+            ServerInfo {
+                node_id: config.node_id,
+                host: String::new(),
+                port: 0,
+                cluster_id: config.cluster_id.clone(),
+            },
+        )
+        .with_store(store)
+        .with_authorizer(authorizer);
+        if let Some(sasl) = sasl {
+            base = base.with_sasl(sasl);
+        }
+        let mut bound = Vec::with_capacity(listeners.len());
+        for listener in listeners {
+            let tcp = TcpListener::bind(listener.addr)
+                .await
+                .map_err(|e| StartError::Bind(listener.addr, e))?;
+            let local = tcp
+                .local_addr()
+                .map_err(|e| StartError::Bind(listener.addr, e))?;
+            // Metadata answers with the listener the request came on, as Kafka does.
+            let (host, port) = config
+                .advertised
+                .iter()
+                .find(|(name, _, _)| *name == listener.name)
+                .map(|(_, host, port)| (host.clone(), *port))
+                .unwrap_or_else(|| (local.ip().to_string(), local.port()));
+            let mut info = base.server_info().clone();
+            info.host = host;
+            info.port = i32::from(port);
+            let handler = base.clone().with_server_info(info);
+            bound.push(Bound {
+                tls: listener
+                    .protocol
+                    .uses_tls()
+                    .then(|| acceptor.clone())
+                    .flatten(),
+                config: ListenerConfig {
+                    addr: local,
+                    ..listener
+                },
+                tcp,
+                handler: Arc::new(handler),
+            });
+        }
         Ok(Server {
-            listener,
-            handler: Arc::new(handler),
+            listeners: bound,
             config,
             loaded,
         })
     }
 
-    /// The address the server listens on (useful with port 0).
+    /// The first listener's address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener
-            .local_addr()
-            .expect("a bound listener has an address")
+        self.listeners[0].config.addr
+    }
+
+    /// Every listener, with its bound address.
+    pub fn listeners(&self) -> Vec<ListenerConfig> {
+        self.listeners.iter().map(|l| l.config.clone()).collect()
     }
 
     /// How many entities were loaded from the store.
@@ -318,53 +650,134 @@ impl Server {
     pub async fn serve(self, shutdown: impl std::future::Future<Output = ()>) {
         let (stop_tx, stop_rx) = watch::channel(false);
         let slots = Arc::new(Semaphore::new(self.config.max_connections));
-        let mut tasks = tokio::task::JoinSet::new();
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                _ = &mut shutdown => break,
-                accepted = self.listener.accept() => {
-                    let (stream, peer) = match accepted {
-                        Ok(a) => a,
-                        Err(e) => {
-                            warn!("accept failed: {e}");
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                            continue;
-                        }
-                    };
-                    let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
-                        warn!(%peer, "closing connection: max.connections ({}) reached", self.config.max_connections);
-                        continue;
-                    };
-                    let handler = Arc::clone(&self.handler);
-                    let config = self.config.clone();
-                    let stop = stop_rx.clone();
-                    tasks.spawn(async move {
-                        serve_connection(stream, peer, handler, config, stop).await;
-                        drop(permit);
-                    });
-                }
-                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-            }
+        let config = Arc::new(self.config);
+        let mut acceptors = tokio::task::JoinSet::new();
+        for listener in self.listeners {
+            acceptors.spawn(accept_loop(
+                listener,
+                Arc::clone(&config),
+                Arc::clone(&slots),
+                stop_rx.clone(),
+            ));
         }
+        shutdown.await;
         info!("shutting down: no new connections; finishing requests in flight");
         let _ = stop_tx.send(true);
-        while tasks.join_next().await.is_some() {}
+        while acceptors.join_next().await.is_some() {}
         info!("stopped");
     }
 }
 
-/// Reads frames from one connection and answers them in order until the peer leaves, the connection
-/// idles out, a request calls for closing, or the server stops.
-async fn serve_connection(
-    mut stream: TcpStream,
-    peer: SocketAddr,
-    handler: Arc<Handler>,
-    config: ServerConfig,
+/// Accepts connections on one listener until the server stops, then waits for them.
+async fn accept_loop(
+    listener: Bound,
+    config: Arc<ServerConfig>,
+    slots: Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let listener = Arc::new(listener);
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            accepted = listener.tcp.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+                    warn!(%peer, "closing connection: max.connections ({}) reached", config.max_connections);
+                    continue;
+                };
+                let listener = Arc::clone(&listener);
+                let config = Arc::clone(&config);
+                let stop = stop.clone();
+                tasks.spawn(async move {
+                    serve_connection(stream, peer, &listener, &config, stop).await;
+                    drop(permit);
+                });
+            }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+/// Runs TLS (on SSL and SASL_SSL listeners), makes the connection's session, and serves it.
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: &Bound,
+    config: &ServerConfig,
+    stop: watch::Receiver<bool>,
+) {
     let _ = stream.set_nodelay(true);
-    debug!(%peer, "connection opened");
+    let name = listener.config.name.as_str();
+    let protocol = listener.config.protocol;
+    debug!(%peer, listener = name, "connection opened");
+    let session = Session::new(name, protocol, Some(peer));
+    let Some(acceptor) = &listener.tls else {
+        serve_frames(stream, session, &listener.handler, config, stop).await;
+        return;
+    };
+    let tls = match tokio::time::timeout(config.idle_timeout, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            failed_authentication(peer, name, &format!("SSL handshake failed: {e}"), config).await;
+            return;
+        }
+        Err(_) => {
+            debug!(%peer, listener = name, "closing connection: TLS handshake timed out");
+            return;
+        }
+    };
+    let session = if protocol.uses_sasl() {
+        session
+    } else {
+        // SSL: the principal comes from the client certificate, if any.
+        let certificate = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| c.as_ref().to_vec());
+        let context = AuthContext::Ssl {
+            peer: Some(peer),
+            peer_certificate: certificate.as_deref(),
+        };
+        match listener.handler.principal_builder().build(&context) {
+            Ok(principal) => session.with_principal(principal),
+            Err(e) => {
+                failed_authentication(peer, name, &e, config).await;
+                return;
+            }
+        }
+    };
+    serve_frames(tls, session, &listener.handler, config, stop).await;
+}
+
+/// Logs a failed authentication as Kafka does and waits `connection.failed.authentication.delay.ms`
+/// before the caller closes the connection (only this connection's task waits).
+async fn failed_authentication(peer: SocketAddr, listener: &str, why: &str, config: &ServerConfig) {
+    warn!(%peer, listener, "Failed authentication with /{} ({why})", peer.ip());
+    tokio::time::sleep(config.failed_authentication_delay).await;
+}
+
+/// Reads frames from one connection and answers them in order until the peer leaves, the connection
+/// idles out, a request calls for closing, or the server stops.
+async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    mut session: Session,
+    handler: &Arc<Handler>,
+    config: &ServerConfig,
+    mut stop: watch::Receiver<bool>,
+) {
+    let peer = session.peer();
+    let peer = peer.map(|p| p.to_string()).unwrap_or_default();
     loop {
         let mut prefix = [0u8; 4];
         let read = tokio::select! {
@@ -395,10 +808,18 @@ async fn serve_connection(
                 break;
             }
         }
-        // Alterations fsync; keep them off the async workers.
-        let h = Arc::clone(&handler);
-        let outcome = match tokio::task::spawn_blocking(move || h.handle(&frame)).await {
-            Ok(outcome) => outcome,
+        // Alterations fsync and PBKDF2 is slow on purpose; keep both off the async workers.
+        let h = Arc::clone(handler);
+        let outcome = match tokio::task::spawn_blocking(move || {
+            let outcome = h.handle(&mut session, &frame);
+            (outcome, session)
+        })
+        .await
+        {
+            Ok((outcome, s)) => {
+                session = s;
+                outcome
+            }
             Err(e) => {
                 warn!(%peer, "closing connection: request handler failed: {e}");
                 break;
@@ -406,16 +827,31 @@ async fn serve_connection(
         };
         match outcome {
             Outcome::Respond(body) => {
-                let len = (body.len() as u32).to_be_bytes();
-                if stream.write_all(&len).await.is_err() || stream.write_all(&body).await.is_err() {
+                if write_frame(&mut stream, &body).await.is_err() {
                     break;
                 }
             }
+            Outcome::RespondAndClose(body, reason) => {
+                if let Some(addr) = session.peer() {
+                    failed_authentication(addr, session.listener(), &reason.to_string(), config)
+                        .await;
+                }
+                let _ = write_frame(&mut stream, &body).await;
+                break;
+            }
             Outcome::Close(reason) => {
-                warn!(%peer, "closing connection: {reason}");
+                warn!(%peer, listener = session.listener(), "closing connection: {reason}");
                 break;
             }
         }
     }
+    let _ = stream.shutdown().await;
     debug!(%peer, "connection closed");
+}
+
+async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, body: &[u8]) -> std::io::Result<()> {
+    let len = (body.len() as u32).to_be_bytes();
+    stream.write_all(&len).await?;
+    stream.write_all(body).await?;
+    stream.flush().await
 }

@@ -9,7 +9,8 @@
 use std::sync::{Arc, OnceLock};
 
 use arbitrary::Arbitrary;
-use kquota::wire::{Handler, Outcome, ServerInfo, SUPPORTED_APIS};
+use kquota::security::{Principal, SecurityProtocol, Session};
+use kquota::wire::{Handler, Outcome, ServerInfo, SASL_APIS, SUPPORTED_APIS};
 use kquota::Engine;
 use libfuzzer_sys::fuzz_target;
 
@@ -54,7 +55,8 @@ fn encode(frame: &Frame) -> Vec<u8> {
             flexible_tags,
             body,
         } => {
-            let support = SUPPORTED_APIS[*api as usize % SUPPORTED_APIS.len()];
+            let all: Vec<_> = SUPPORTED_APIS.iter().chain(SASL_APIS.iter()).collect();
+            let support = *all[*api as usize % all.len()];
             let version = support
                 .max_version
                 .saturating_add(i16::from(*version_offset % 3));
@@ -79,13 +81,21 @@ fn encode(frame: &Frame) -> Vec<u8> {
     }
 }
 
-fuzz_target!(|frames: Vec<Frame>| {
+fuzz_target!(|input: (bool, Vec<Frame>)| {
+    let (sasl, frames) = input;
     let handler = handler();
+    // Either a SASL connection that has not authenticated (nothing may reach the engine) or an
+    // anonymous PLAINTEXT one (the handler has no authorizer, so everything is allowed).
+    let mut session = if sasl {
+        Session::new("SASL_PLAINTEXT", SecurityProtocol::SaslPlaintext, None)
+    } else {
+        Session::plaintext().with_principal(Principal::anonymous())
+    };
     for frame in frames.iter().take(16) {
         let bytes = encode(frame);
         let before = handler.engine().generation();
-        match handler.handle(&bytes) {
-            Outcome::Respond(response) => {
+        match handler.handle(&mut session, &bytes) {
+            Outcome::Respond(response) | Outcome::RespondAndClose(response, _) => {
                 // Every response starts with the request's correlation id.
                 assert!(response.len() >= 4, "a response without a header");
                 assert_eq!(&response[..4], &bytes[4..8], "correlation id not echoed");
@@ -97,6 +107,11 @@ fuzz_target!(|frames: Vec<Frame>| {
                     "a refused frame changed the engine"
                 );
             }
+        }
+        if sasl {
+            // No credentials are configured: a SASL session never authenticates.
+            assert!(!session.is_authenticated(), "authenticated without credentials");
+            assert_eq!(handler.engine().generation(), before, "an unauthenticated request changed the engine");
         }
     }
 });

@@ -1,11 +1,13 @@
-//! `kquotad`: the reference quota server. Serves Kafka's quota admin APIs on one PLAINTEXT listener from
-//! an engine backed by a durable embedded store.
+//! `kquotad`: the reference quota server. Serves Kafka's quota admin APIs on PLAINTEXT, SSL,
+//! SASL_PLAINTEXT and SASL_SSL listeners from an engine backed by a durable embedded store.
 
+use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
-use kquota::server::{parse_properties, Server, ServerConfig, KNOWN_PROPERTIES};
+use clap::{Parser, Subcommand};
+use kquota::security::{Credentials, ScramCredential, ScramMechanism};
+use kquota::server::{parse_properties, Server, ServerConfig, StartError, KNOWN_PROPERTIES};
 use tracing::{error, info, warn};
 
 #[cfg(feature = "mimalloc")]
@@ -25,9 +27,16 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///
 ///   kquotad --config server.properties --listeners PLAINTEXT://127.0.0.1:19092
 ///
+///   kquotad scram-credential --user alice --file users.json < password.txt
+///
 /// A properties file:
 ///
-///   listeners=PLAINTEXT://127.0.0.1:9092
+///   listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093
+///   super.users=User:admin
+///   sasl.enabled.mechanisms=SCRAM-SHA-512
+///   sasl.credentials.file=/etc/kquota/users.json
+///   ssl.keystore.type=PEM
+///   ssl.keystore.location=/etc/kquota/server.pem
 ///   kquota.data.dir=/var/lib/kquota
 ///   kquota.sub.quota.policy=kip55
 ///   kquota.broker.count=3
@@ -36,19 +45,44 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///   max.connections=1024
 ///   connections.max.idle.ms=600000
 ///
+/// Only super.users may alter quotas; describing needs an authenticated principal unless
+/// kquota.describe.allow.anonymous=true. docs/security.md has every security setting.
+///
 /// Logs go to stderr; set RUST_LOG (for example RUST_LOG=debug) to change the level.
 #[derive(Debug, Parser)]
-#[command(name = "kquotad", version, verbatim_doc_comment)]
+#[command(
+    name = "kquotad",
+    version,
+    verbatim_doc_comment,
+    args_conflicts_with_subcommands = true
+)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// A properties file (key=value lines, # comments).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Where to listen: PLAINTEXT://host:port [default: PLAINTEXT://127.0.0.1:9092]
-    #[arg(long, value_name = "LISTENER")]
+    /// Where to listen: NAME://host:port[,...] [default: PLAINTEXT://127.0.0.1:9092]
+    #[arg(long, value_name = "LISTENERS")]
     listeners: Option<String>,
-    /// What clients are told to connect to: PLAINTEXT://host:port [default: the listener]
-    #[arg(long, value_name = "LISTENER")]
+    /// Listener names to protocols: NAME:PROTOCOL[,...]
+    #[arg(long, value_name = "MAP")]
+    listener_security_protocol_map: Option<String>,
+    /// What clients are told to connect to: NAME://host:port[,...] [default: each listener]
+    #[arg(long, value_name = "LISTENERS")]
     advertised_listeners: Option<String>,
+    /// Principals that may alter quotas: User:alice;User:bob [default: none]
+    #[arg(long, value_name = "PRINCIPALS")]
+    super_users: Option<String>,
+    /// SCRAM credentials of SASL users (JSON; see `kquotad scram-credential`)
+    #[arg(long, value_name = "FILE")]
+    sasl_credentials_file: Option<String>,
+    /// SASL mechanisms offered [default: SCRAM-SHA-256,SCRAM-SHA-512]
+    #[arg(long, value_name = "MECHANISMS")]
+    sasl_enabled_mechanisms: Option<String>,
+    /// Any property, as in the properties file (repeatable); wins over the file
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
     /// Directory of the quota store [default: ./kquota-data]
     #[arg(long, value_name = "DIR")]
     data_dir: Option<String>,
@@ -78,6 +112,76 @@ struct Args {
     node_id: Option<String>,
 }
 
+/// Operator tools.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Make a SASL credentials entry from a password read on stdin (first line). The file stores
+    /// only SCRAM salted hashes. Prints the credentials JSON, or adds the user to --file.
+    ///
+    ///   printf '%s\n' "$PASSWORD" | kquotad scram-credential --user alice --file users.json
+    #[command(verbatim_doc_comment)]
+    ScramCredential {
+        /// The user name.
+        #[arg(long)]
+        user: String,
+        /// SCRAM-SHA-256, SCRAM-SHA-512 or both [default: both]
+        #[arg(long, value_name = "MECHANISM")]
+        mechanism: Option<String>,
+        /// PBKDF2 iterations, 4096-16384
+        #[arg(long, default_value_t = 4096)]
+        iterations: u32,
+        /// A credentials file to add the user to (created if missing; other users are kept)
+        #[arg(long, value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+}
+
+/// `kquotad scram-credential`.
+fn scram_credential(
+    user: &str,
+    mechanism: Option<&str>,
+    iterations: u32,
+    file: Option<&std::path::Path>,
+) -> Result<(), String> {
+    if user.is_empty() {
+        return Err("--user must not be empty".to_owned());
+    }
+    let mechanisms = match mechanism {
+        None => ScramMechanism::ALL.to_vec(),
+        Some(m) => vec![ScramMechanism::from_name(m)
+            .ok_or_else(|| format!("--mechanism {m}: expected SCRAM-SHA-256 or SCRAM-SHA-512"))?],
+    };
+    let mut password = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut password)
+        .map_err(|e| format!("cannot read the password from stdin: {e}"))?;
+    let password = password.trim_end_matches(['\n', '\r']);
+    if password.is_empty() {
+        return Err("no password on stdin (write it as the first line)".to_owned());
+    }
+    let mut credentials = match file {
+        Some(path) if path.exists() => Credentials::load(path).map_err(|e| e.to_string())?,
+        _ => Credentials::new(),
+    };
+    for m in mechanisms {
+        let c = ScramCredential::generate(m, password, iterations).map_err(|e| e.to_string())?;
+        credentials.insert(user, c);
+    }
+    match file {
+        None => print!("{}", credentials.to_json()),
+        Some(path) => {
+            // Write a sibling and rename, so a crash never leaves a half-written file.
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, credentials.to_json())
+                .and_then(|_| std::fs::rename(&tmp, path))
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            eprintln!("kquotad: {} users in {}", credentials.len(), path.display());
+        }
+    }
+    Ok(())
+}
+
 fn settings(args: &Args) -> Result<ServerConfig, String> {
     let mut config = ServerConfig::default();
     if let Some(path) = &args.config {
@@ -96,7 +200,14 @@ fn settings(args: &Args) -> Result<ServerConfig, String> {
     }
     let flags = [
         ("listeners", &args.listeners),
+        (
+            "listener.security.protocol.map",
+            &args.listener_security_protocol_map,
+        ),
         ("advertised.listeners", &args.advertised_listeners),
+        ("super.users", &args.super_users),
+        ("sasl.credentials.file", &args.sasl_credentials_file),
+        ("sasl.enabled.mechanisms", &args.sasl_enabled_mechanisms),
         ("kquota.data.dir", &args.data_dir),
         ("kquota.sub.quota.policy", &args.sub_quota_policy),
         ("kquota.broker.count", &args.broker_count),
@@ -113,11 +224,20 @@ fn settings(args: &Args) -> Result<ServerConfig, String> {
         ("connections.max.idle.ms", &args.idle_timeout_ms),
         ("node.id", &args.node_id),
     ];
+    for item in &args.overrides {
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--override {item}: expected KEY=VALUE"))?;
+        config
+            .set(key.trim(), value.trim())
+            .map_err(|e| format!("--override: {e}"))?;
+    }
     for (key, value) in flags {
         if let Some(value) = value {
             config.set(key, value).map_err(|e| e.to_string())?;
         }
     }
+    config.listener_configs().map_err(|e| e.to_string())?;
     Ok(config)
 }
 
@@ -132,6 +252,21 @@ async fn shutdown_signal() {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Command::ScramCredential {
+        user,
+        mechanism,
+        iterations,
+        file,
+    }) = &args.command
+    {
+        return match scram_credential(user, mechanism.as_deref(), *iterations, file.as_deref()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kquotad scram-credential: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -160,19 +295,33 @@ fn main() -> ExitCode {
             Err(e) => {
                 error!("{e}");
                 eprintln!("kquotad: {e}");
-                return ExitCode::FAILURE;
+                // A setting that cannot work (a missing keystore, an unreadable credentials
+                // file) is the operator's to fix, like a bad flag.
+                return match e {
+                    StartError::Config(_) => ExitCode::from(2),
+                    _ => ExitCode::FAILURE,
+                };
             }
         };
+        let listeners: Vec<String> = server
+            .listeners()
+            .iter()
+            .map(|l| format!("{}://{}", l.name, l.addr))
+            .collect();
         info!(
-            listener = %server.local_addr(),
+            listeners = %listeners.join(","),
             data_dir = %config.data_dir.display(),
             policy = ?config.policy,
             entities = server.loaded(),
             startup_ms = started.elapsed().as_millis() as u64,
             "kquotad listening"
         );
-        // Tests and scripts read this line to learn the port.
+        // Tests and scripts read these lines to learn the ports: the first listener's address,
+        // then one line per listener.
         println!("listening on {}", server.local_addr());
+        for l in &listeners {
+            println!("listener {l}");
+        }
         server.serve(shutdown_signal()).await;
         ExitCode::SUCCESS
     })

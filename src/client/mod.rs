@@ -1,7 +1,8 @@
 //! A small blocking Kafka admin client for the quota APIs, used by `kafka-quotas` and `kafka-configs`.
 //!
-//! It speaks the Kafka protocol over one `std::net::TcpStream` to the first bootstrap server that
-//! answers: ApiVersions (18) to negotiate, then DescribeClientQuotas (48) and AlterClientQuotas (49)
+//! It speaks the Kafka protocol over one `std::net::TcpStream` (TLS for SSL and SASL_SSL) to the
+//! first bootstrap server that answers: ApiVersions (18) to negotiate, SaslHandshake (17) and
+//! SaslAuthenticate (36) on SASL protocols, then DescribeClientQuotas (48) and AlterClientQuotas (49)
 //! at the newest version both sides support. It works against `kquotad` and against Apache Kafka, so
 //! it sends only what Kafka understands: list filters with EXACT / DEFAULT / SPECIFIED components
 //! (prefix matching is left to the caller) and keys spelled `type` or `type:unit`.
@@ -23,6 +24,7 @@
 
 mod config;
 mod exit;
+mod jaas;
 
 use std::fmt;
 use std::io::{Read, Write};
@@ -33,17 +35,20 @@ use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryDat
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::{
     AlterClientQuotasRequest, ApiVersionsRequest, ApiVersionsResponse, DescribeClientQuotasRequest,
-    RequestHeader, ResponseHeader,
+    RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
-pub use config::{parse_properties, ClientConfig, ConfigError, KNOWN_KEYS};
+pub use config::{parse_properties, ClientConfig, ConfigError, SaslLogin, KNOWN_KEYS};
 pub use exit::{clap_failure, exit_status, load_command_config, usage, Failure};
+pub use jaas::{parse_jaas, JaasConfig, PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE};
 
 use crate::alter::{AlterResult, Alteration, EntityPart};
 use crate::describe::ComponentMatch;
 use crate::entity::EntityType;
 use crate::error::{ApiError, ErrorCode};
+use crate::security::scram::ScramClient;
+use crate::security::SaslMechanism;
 
 /// The largest response this client reads (Kafka's default `socket.request.max.bytes`).
 const MAX_RESPONSE_BYTES: usize = 100 * 1024 * 1024;
@@ -62,6 +67,11 @@ pub enum ClientError {
     Unsupported(String),
     /// The server answered the request as a whole with an error.
     Server(ApiError),
+    /// The TLS handshake failed (an untrusted or expired certificate, a wrong host name, a
+    /// server that does not speak TLS).
+    Tls(String),
+    /// SASL authentication failed.
+    Authentication(String),
 }
 
 impl fmt::Display for ClientError {
@@ -74,6 +84,8 @@ impl fmt::Display for ClientError {
             ClientError::Protocol(m) => write!(f, "protocol error: {m}"),
             ClientError::Unsupported(m) => f.write_str(m),
             ClientError::Server(e) => write!(f, "{}: {}", error_name(e.code), e.message),
+            ClientError::Tls(m) => write!(f, "TLS handshake failed: {m}"),
+            ClientError::Authentication(m) => write!(f, "authentication failed: {m}"),
         }
     }
 }
@@ -116,10 +128,80 @@ pub struct QuotaEntry {
     pub values: Vec<(String, f64)>,
 }
 
+/// The connection under the protocol: plain TCP or TLS.
+enum Transport {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl fmt::Debug for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Transport::Plain(_) => "Plain",
+            Transport::Tls(_) => "Tls",
+        })
+    }
+}
+
+impl Read for Transport {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Transport::Plain(s) => s.read(buf),
+            Transport::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Transport {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Transport::Plain(s) => s.write(buf),
+            Transport::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Transport::Plain(s) => s.flush(),
+            Transport::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// Runs the TLS handshake to completion, so that certificate problems surface here.
+fn tls_handshake(
+    server: &str,
+    config: &std::sync::Arc<rustls::ClientConfig>,
+    mut tcp: TcpStream,
+) -> Result<Transport, ClientError> {
+    let host = server
+        .rsplit_once(':')
+        .map_or(server, |(h, _)| h)
+        .trim_matches(['[', ']']);
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|e| ClientError::Tls(format!("'{host}' is not a valid server name: {e}")))?;
+    let mut conn = rustls::ClientConnection::new(std::sync::Arc::clone(config), name)
+        .map_err(|e| ClientError::Tls(e.to_string()))?;
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                ClientError::Tls(
+                    "the server closed the connection (is it a TLS listener?)".to_owned(),
+                )
+            } else {
+                ClientError::Tls(e.to_string())
+            }
+        })?;
+    }
+    Ok(Transport::Tls(Box::new(rustls::StreamOwned::new(
+        conn, tcp,
+    ))))
+}
+
 /// A connection to one broker, with the API versions negotiated on it.
 #[derive(Debug)]
 pub struct AdminClient {
-    stream: TcpStream,
+    stream: Transport,
     server: String,
     client_id: String,
     correlation: i32,
@@ -172,6 +254,10 @@ impl AdminClient {
         stream.set_read_timeout(Some(config.request_timeout))?;
         stream.set_write_timeout(Some(config.request_timeout))?;
         let _ = stream.set_nodelay(true);
+        let stream = match &config.tls {
+            Some(tls) => tls_handshake(server, tls, stream)?,
+            None => Transport::Plain(stream),
+        };
         let mut client = AdminClient {
             stream,
             server: server.to_owned(),
@@ -180,7 +266,71 @@ impl AdminClient {
             apis: Vec::new(),
         };
         client.negotiate()?;
+        if let Some(login) = &config.sasl {
+            client.authenticate(login)?;
+        }
         Ok(client)
+    }
+
+    /// SaslHandshake v1, then SaslAuthenticate with the configured mechanism.
+    fn authenticate(&mut self, login: &SaslLogin) -> Result<(), ClientError> {
+        let handshake = self.version::<SaslHandshakeRequest>("SaslHandshake")?;
+        let response = self.call(
+            &SaslHandshakeRequest::default()
+                .with_mechanism(StrBytes::from_static_str(login.mechanism.name())),
+            handshake,
+        )?;
+        if response.error_code != 0 {
+            let offered: Vec<String> = response.mechanisms.iter().map(|m| m.to_string()).collect();
+            return Err(ClientError::Authentication(format!(
+                "{}: {} (the server offers {})",
+                error_name(ErrorCode(response.error_code)),
+                login.mechanism,
+                if offered.is_empty() {
+                    "none".to_owned()
+                } else {
+                    offered.join(", ")
+                }
+            )));
+        }
+        let version = self.version::<SaslAuthenticateRequest>("SaslAuthenticate")?;
+        match login.mechanism {
+            SaslMechanism::Plain => {
+                let token = format!("\0{}\0{}", login.username, login.password);
+                self.sasl_step(version, token.into_bytes())?;
+            }
+            SaslMechanism::Scram(m) => {
+                let fail = |e: crate::security::scram::ScramError| {
+                    ClientError::Authentication(format!("{m}: {e}"))
+                };
+                let mut scram =
+                    ScramClient::new(m, &login.username, &login.password).map_err(fail)?;
+                let server_first = self.sasl_step(version, scram.client_first())?;
+                let client_final = scram.client_final(&server_first).map_err(fail)?;
+                let server_final = self.sasl_step(version, client_final)?;
+                scram.verify_server_final(&server_final).map_err(fail)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One SaslAuthenticate round trip; an error code fails the authentication.
+    fn sasl_step(&mut self, version: i16, token: Vec<u8>) -> Result<Bytes, ClientError> {
+        let response = self.call(
+            &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token)),
+            version,
+        )?;
+        if response.error_code != 0 {
+            return Err(ClientError::Authentication(format!(
+                "{}: {}",
+                error_name(ErrorCode(response.error_code)),
+                response
+                    .error_message
+                    .map(|m| m.to_string())
+                    .unwrap_or_default()
+            )));
+        }
+        Ok(response.auth_bytes)
     }
 
     /// The server this client is connected to, as given.

@@ -143,9 +143,15 @@ fn answer_oversized_entity(entry: &WireEntry, repeated: bool) -> ApiError {
 /// answer). If the store fails, nothing is applied and the error for the whole request is returned.
 pub(super) fn alter_by_entity(
     h: &Handler,
+    authorized: bool,
     entries: &[WireEntry],
     validate_only: bool,
 ) -> Result<Vec<EntityOutcome>, ApiError> {
+    if !authorized {
+        // Kafka checks ALTER_CONFIGS on the cluster first and answers every entry as sent, also
+        // for validate_only; the engine is not reached.
+        return Err(ApiError::cluster_authorization_failed());
+    }
     // Group the copies of each entity.
     let mut index: HashMap<Vec<EntityPart>, usize> = HashMap::with_capacity(entries.len());
     let mut group_of: Vec<usize> = Vec::with_capacity(entries.len());
@@ -240,7 +246,12 @@ fn entity_data(part: &EntityPart) -> EntityData {
     e
 }
 
-pub(super) fn handle(h: &Handler, header: Header, body: &[u8]) -> Result<BytesMut, CloseReason> {
+pub(super) fn handle(
+    h: &Handler,
+    authorized: bool,
+    header: Header,
+    body: &[u8],
+) -> Result<BytesMut, CloseReason> {
     let request: AlterClientQuotasRequest = decode(header, body, walk)?;
     let entries: Vec<WireEntry> = request
         .entries
@@ -266,7 +277,7 @@ pub(super) fn handle(h: &Handler, header: Header, body: &[u8]) -> Result<BytesMu
         })
         .collect();
     let mut response = AlterClientQuotasResponse::default();
-    let outcomes = match alter_by_entity(h, &entries, request.validate_only) {
+    let outcomes = match alter_by_entity(h, authorized, &entries, request.validate_only) {
         Ok(outcomes) => outcomes,
         Err(error) => {
             // Kafka's `getErrorResponse`: every entry as sent, in request order, with one error.

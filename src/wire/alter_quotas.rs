@@ -272,7 +272,12 @@ impl AlterQuotasResponse {
     }
 }
 
-pub(super) fn handle(h: &Handler, header: Header, body: &[u8]) -> Result<BytesMut, CloseReason> {
+pub(super) fn handle(
+    h: &Handler,
+    authorized: bool,
+    header: Header,
+    body: &[u8],
+) -> Result<BytesMut, CloseReason> {
     let request =
         AlterQuotasRequest::decode(body).map_err(|error| CloseReason::MalformedRequest {
             api_key: header.api_key,
@@ -305,7 +310,7 @@ pub(super) fn handle(h: &Handler, header: Header, body: &[u8]) -> Result<BytesMu
             },
         })
         .collect();
-    let entries = match alter_by_entity(h, &batch, request.validate_only) {
+    let entries = match alter_by_entity(h, authorized, &batch, request.validate_only) {
         Ok(outcomes) => outcomes
             .into_iter()
             .map(|o| AlterQuotasResult {

@@ -6,6 +6,7 @@ use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
 use super::frame::{Header, ReadResult, Reader};
 use super::{decode, encode, respond, CloseReason, Handler, API_VERSIONS, API_VERSIONS_SUPPORT};
+use crate::security::Session;
 
 const UNSUPPORTED_VERSION: i16 = 35;
 const INVALID_REQUEST: i16 = 42;
@@ -42,7 +43,12 @@ fn api_version(api_key: i16, min_version: i16, max_version: i16) -> ApiVersion {
     v
 }
 
-pub(super) fn handle(h: &Handler, header: Header, body: &[u8]) -> Result<BytesMut, CloseReason> {
+pub(super) fn handle(
+    h: &Handler,
+    session: &Session,
+    header: Header,
+    body: &[u8],
+) -> Result<BytesMut, CloseReason> {
     let own = API_VERSIONS_SUPPORT;
     if !own.supports(header.api_version) {
         // KIP-511: the body is not read; the answer uses the v0 layout and lists ApiVersions' own
@@ -65,7 +71,7 @@ pub(super) fn handle(h: &Handler, header: Header, body: &[u8]) -> Result<BytesMu
         response.error_code = INVALID_REQUEST;
     } else {
         response.api_keys = h
-            .supported_apis()
+            .supported_apis(session)
             .into_iter()
             .map(|a| api_version(a.api_key, a.min_version, a.max_version))
             .collect();

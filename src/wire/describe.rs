@@ -142,9 +142,16 @@ fn error_response(error: ApiError) -> DescribeClientQuotasResponse {
     response
 }
 
-pub(super) fn handle(h: &Handler, header: Header, body: &[u8]) -> Result<BytesMut, CloseReason> {
+pub(super) fn handle(
+    h: &Handler,
+    authorized: bool,
+    header: Header,
+    body: &[u8],
+) -> Result<BytesMut, CloseReason> {
     let request: DescribeClientQuotasRequest = decode(header, body, walk)?;
     let response = match filter(&request) {
+        // Kafka checks DESCRIBE_CONFIGS on the cluster before reading the filter.
+        _ if !authorized => error_response(ApiError::cluster_authorization_failed()),
         Err(error) => error_response(error),
         Ok(filter) => {
             let listed = h.engine.list(&filter);

@@ -187,6 +187,14 @@ impl<'a> Reader<'a> {
         self.take(len, what).map(Some)
     }
 
+    /// A non-null byte string (`compact` for flexible versions), bounded by the bytes left.
+    pub(crate) fn bytes(&mut self, compact: bool, what: &str) -> ReadResult<&'a [u8]> {
+        let len = self
+            .length(compact, true, false, "bytes", what)?
+            .unwrap_or_default();
+        self.take(len, what)
+    }
+
     /// A string that must be valid UTF-8.
     pub(crate) fn utf8(
         &mut self,

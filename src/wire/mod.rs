@@ -13,6 +13,15 @@
 //! | AlterClientQuotas | 49 | 0–1 |
 //! | AlterQuotas (the seeds' draft) | 50 | 0 |
 //! | DescribeCluster | 60 | 0–1 |
+//! | SaslHandshake (SASL listeners) | 17 | 1 |
+//! | SaslAuthenticate (SASL listeners) | 36 | 0–2 |
+//!
+//! Every request is handled for one connection's [`Session`]: its listener, principal and
+//! authentication state. On a SASL listener only ApiVersions, SaslHandshake and SaslAuthenticate
+//! are served until the client has authenticated. With an [`Authorizer`] installed, altering
+//! quotas needs a super user and describing needs an authenticated principal (unless allowed);
+//! a refusal is `CLUSTER_AUTHORIZATION_FAILED` (31) and changes nothing. Without one, every
+//! principal may do everything, as a Kafka broker without an authorizer.
 //!
 //! Kafka's behaviour on bad input is kept: an ApiVersions request of a version this handler does not
 //! serve is answered with `UNSUPPORTED_VERSION` in the v0 layout, listing ApiVersions' versions; an
@@ -23,6 +32,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
+//! use kquota::security::Session;
 //! use kquota::wire::{Handler, Outcome, ServerInfo};
 //! use kquota::Engine;
 //!
@@ -32,9 +42,10 @@
 //! );
 //! // An ApiVersions v0 request: api key 18, version 0, correlation id 7, client id "c".
 //! let frame = [0, 18, 0, 0, 0, 0, 0, 7, 0, 1, b'c'];
-//! match handler.handle(&frame) {
+//! let mut session = Session::plaintext();
+//! match handler.handle(&mut session, &frame) {
 //!     Outcome::Respond(body) => assert_eq!(&body[..4], &7i32.to_be_bytes()),
-//!     Outcome::Close(reason) => panic!("closed: {reason}"),
+//!     other => panic!("unexpected: {other:?}"),
 //! }
 //! ```
 
@@ -45,6 +56,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::engine::Engine;
+use crate::security::{
+    Authorizer, DefaultPrincipalBuilder, PrincipalBuilder, SaslConfig, SaslStage, Session,
+};
 use crate::store::Store;
 
 mod alter;
@@ -53,6 +67,7 @@ mod api_versions;
 mod cluster;
 mod describe;
 mod frame;
+mod sasl;
 
 pub use alter::{MAX_OPS_PER_ENTRY, MAX_PARTS_PER_ENTRY};
 pub use alter_quotas::{
@@ -75,6 +90,10 @@ pub const ALTER_CLIENT_QUOTAS: i16 = 49;
 pub const ALTER_QUOTAS: i16 = 50;
 /// DescribeCluster's API key.
 pub const DESCRIBE_CLUSTER: i16 = 60;
+/// SaslHandshake's API key.
+pub const SASL_HANDSHAKE: i16 = 17;
+/// SaslAuthenticate's API key.
+pub const SASL_AUTHENTICATE: i16 = 36;
 
 /// One API this handler serves and its version range, as ApiVersions lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +134,13 @@ pub const SUPPORTED_APIS: [ApiSupport; 6] = [
     ApiSupport::new(DESCRIBE_CLUSTER, 0, 1),
 ];
 
+/// The SASL APIs, served (and listed by ApiVersions) on SASL listeners. SaslHandshake v0, whose
+/// tokens follow without Kafka framing, is not served (Kafka 4 dropped it too).
+pub const SASL_APIS: [ApiSupport; 2] = [
+    ApiSupport::new(SASL_HANDSHAKE, 1, 1),
+    ApiSupport::new(SASL_AUTHENTICATE, 0, 2),
+];
+
 /// What the handler reports about the node it runs on (Metadata and DescribeCluster): the only
 /// broker of its cluster and its controller.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,6 +162,9 @@ pub enum Outcome {
     Respond(BytesMut),
     /// Close the connection, as Kafka does; the reason is for the log.
     Close(CloseReason),
+    /// Authentication failed: write this response, then close the connection. A server should
+    /// wait first (Kafka's `connection.failed.authentication.delay.ms`) and log the peer.
+    RespondAndClose(BytesMut, CloseReason),
 }
 
 /// Why a request closes the connection.
@@ -169,6 +198,16 @@ pub enum CloseReason {
         /// What is wrong with it.
         error: CodecError,
     },
+    /// A request other than ApiVersions, SaslHandshake or SaslAuthenticate before a SASL
+    /// connection authenticated.
+    Unauthenticated {
+        /// The request's API key.
+        api_key: i16,
+        /// The request's API version.
+        api_version: i16,
+    },
+    /// Authentication failed; the text is for the log (the client got an error response).
+    AuthenticationFailed(String),
     /// The response could not be encoded (a configured host name longer than Kafka's strings).
     Unencodable {
         /// The request's API key.
@@ -208,6 +247,14 @@ impl fmt::Display for CloseReason {
                 "error getting request for apiKey {api_key}, apiVersion {api_version}, \
                  correlationId {correlation_id}: {error}"
             ),
+            CloseReason::Unauthenticated {
+                api_key,
+                api_version,
+            } => write!(
+                f,
+                "unexpected request with api key {api_key} (version {api_version}) during SASL authentication"
+            ),
+            CloseReason::AuthenticationFailed(why) => write!(f, "failed authentication: {why}"),
             CloseReason::Unencodable {
                 api_key,
                 api_version,
@@ -221,13 +268,19 @@ impl fmt::Display for CloseReason {
 }
 
 /// Serves the quota admin APIs from an engine, one request frame at a time. Cheap to share between
-/// connections (`&self` everywhere; `Send + Sync`).
+/// connections (`&self` everywhere; `Send + Sync`); per-connection state lives in the
+/// [`Session`] each call is given.
 #[derive(Clone, Debug)]
 pub struct Handler {
     engine: Arc<Engine>,
     info: ServerInfo,
     draft_alter_quotas: bool,
     store: Option<Arc<Store>>,
+    sasl: Option<SaslConfig>,
+    authorizer: Option<Authorizer>,
+    principal_builder: Arc<dyn PrincipalBuilder>,
+    /// Keys the stand-in SCRAM salts of unknown users, so they are stable but unpredictable.
+    decoy_key: ring::hmac::Key,
 }
 
 impl Handler {
@@ -238,7 +291,35 @@ impl Handler {
             info,
             draft_alter_quotas: true,
             store: None,
+            sasl: None,
+            authorizer: None,
+            principal_builder: Arc::new(DefaultPrincipalBuilder),
+            decoy_key: decoy_key(),
         }
+    }
+
+    /// Serves SASL on SASL sessions with these mechanisms and users. Without it, a SASL
+    /// session's handshake offers no mechanism and every authentication fails.
+    pub fn with_sasl(mut self, sasl: SaslConfig) -> Handler {
+        self.sasl = Some(sasl);
+        self
+    }
+
+    /// Decides who may describe and alter quotas (see [`Authorizer`]).
+    pub fn with_authorizer(mut self, authorizer: Authorizer) -> Handler {
+        self.authorizer = Some(authorizer);
+        self
+    }
+
+    /// Replaces [`DefaultPrincipalBuilder`] for SASL authentications.
+    pub fn with_principal_builder(mut self, builder: Arc<dyn PrincipalBuilder>) -> Handler {
+        self.principal_builder = builder;
+        self
+    }
+
+    /// The principal builder in use.
+    pub fn principal_builder(&self) -> &Arc<dyn PrincipalBuilder> {
+        &self.principal_builder
     }
 
     /// Makes alterations durable: AlterClientQuotas and AlterQuotas commit through
@@ -263,36 +344,62 @@ impl Handler {
         &self.engine
     }
 
+    /// Describes another node (a server gives each listener its advertised host and port).
+    pub fn with_server_info(mut self, info: ServerInfo) -> Handler {
+        self.info = info;
+        self
+    }
+
     /// The node this handler describes.
     pub fn server_info(&self) -> &ServerInfo {
         &self.info
     }
 
-    /// The APIs served, by key, as ApiVersions lists them.
-    pub fn supported_apis(&self) -> Vec<ApiSupport> {
-        SUPPORTED_APIS
+    /// The APIs served on `session`'s listener, by key, as ApiVersions lists them: the SASL APIs
+    /// only on SASL listeners.
+    pub fn supported_apis(&self, session: &Session) -> Vec<ApiSupport> {
+        let sasl = session.protocol().uses_sasl();
+        let mut apis: Vec<ApiSupport> = SUPPORTED_APIS
             .into_iter()
             .filter(|a| self.draft_alter_quotas || a.api_key != ALTER_QUOTAS)
-            .collect()
+            .chain(SASL_APIS.into_iter().filter(|_| sasl))
+            .collect();
+        apis.sort_by_key(|a| a.api_key);
+        apis
     }
 
-    fn support(&self, api_key: i16) -> Option<ApiSupport> {
-        self.supported_apis()
+    fn support(&self, session: &Session, api_key: i16) -> Option<ApiSupport> {
+        self.supported_apis(session)
             .into_iter()
             .find(|a| a.api_key == api_key)
     }
 
-    /// Handles one request: `frame` is everything after the 4-byte size prefix (header and body).
-    /// Never panics; only a fully decoded DescribeClientQuotas, AlterClientQuotas or AlterQuotas
-    /// request reaches the engine.
-    pub fn handle(&self, frame: &[u8]) -> Outcome {
-        match self.dispatch(frame) {
-            Ok(response) => Outcome::Respond(response),
+    /// Handles one request of `session`'s connection: `frame` is everything after the 4-byte size
+    /// prefix (header and body). SaslHandshake and SaslAuthenticate advance the session's
+    /// authentication. Never panics; only a fully decoded DescribeClientQuotas, AlterClientQuotas
+    /// or AlterQuotas request from an authorized principal reaches the engine.
+    pub fn handle(&self, session: &mut Session, frame: &[u8]) -> Outcome {
+        match self.dispatch(session, frame) {
+            Ok(outcome) => outcome,
             Err(reason) => Outcome::Close(reason),
         }
     }
 
-    fn dispatch(&self, frame: &[u8]) -> Result<BytesMut, CloseReason> {
+    /// Whether `session` may describe quotas.
+    fn may_describe(&self, session: &Session) -> bool {
+        self.authorizer
+            .as_ref()
+            .map_or(true, |a| a.may_describe(session.principal()))
+    }
+
+    /// Whether `session` may alter quotas.
+    fn may_alter(&self, session: &Session) -> bool {
+        self.authorizer
+            .as_ref()
+            .map_or(true, |a| a.may_alter(session.principal()))
+    }
+
+    fn dispatch(&self, session: &mut Session, frame: &[u8]) -> Result<Outcome, CloseReason> {
         let mut r = Reader::new(frame);
         let api_key = r
             .i16("request_api_key")
@@ -300,7 +407,7 @@ impl Handler {
         let api_version = r
             .i16("request_api_version")
             .map_err(CloseReason::MalformedHeader)?;
-        let Some(support) = self.support(api_key) else {
+        let Some(support) = self.support(session, api_key) else {
             return Err(CloseReason::UnsupportedApi {
                 api_key,
                 api_version,
@@ -321,19 +428,67 @@ impl Handler {
         )
         .map_err(CloseReason::MalformedHeader)?;
         let body = &frame[r.position()..];
+        // Kafka's SaslServerAuthenticator: before authentication only these are read.
+        let allowed = match &session.sasl {
+            SaslStage::Done => true,
+            SaslStage::Handshake => matches!(api_key, API_VERSIONS | SASL_HANDSHAKE),
+            SaslStage::Authenticate(_) | SaslStage::ScramFinal(_) => api_key == SASL_AUTHENTICATE,
+        };
+        if !allowed {
+            return Err(CloseReason::Unauthenticated {
+                api_key,
+                api_version,
+            });
+        }
+        let ok = Outcome::Respond;
         match api_key {
-            API_VERSIONS => api_versions::handle(self, header, body),
-            METADATA => cluster::metadata(self, header, body),
-            DESCRIBE_CLUSTER => cluster::describe_cluster(self, header, body),
-            DESCRIBE_CLIENT_QUOTAS => describe::handle(self, header, body),
-            ALTER_CLIENT_QUOTAS => alter::handle(self, header, body),
-            ALTER_QUOTAS => alter_quotas::handle(self, header, body),
+            API_VERSIONS => api_versions::handle(self, session, header, body).map(ok),
+            METADATA => cluster::metadata(self, header, body).map(ok),
+            DESCRIBE_CLUSTER => cluster::describe_cluster(self, header, body).map(ok),
+            DESCRIBE_CLIENT_QUOTAS => {
+                let allowed = self.may_describe(session);
+                log_denial(session, allowed, "DescribeClientQuotas");
+                describe::handle(self, allowed, header, body).map(ok)
+            }
+            ALTER_CLIENT_QUOTAS => {
+                let allowed = self.may_alter(session);
+                log_denial(session, allowed, "AlterClientQuotas");
+                alter::handle(self, allowed, header, body).map(ok)
+            }
+            ALTER_QUOTAS => {
+                let allowed = self.may_alter(session);
+                log_denial(session, allowed, "AlterQuotas");
+                alter_quotas::handle(self, allowed, header, body).map(ok)
+            }
+            SASL_HANDSHAKE => sasl::handshake(self, session, header, body),
+            SASL_AUTHENTICATE => sasl::authenticate(self, session, header, body),
             _ => Err(CloseReason::UnsupportedApi {
                 api_key,
                 api_version,
             }),
         }
     }
+}
+
+/// Logs a refused request with its principal, as Kafka's authorizer log does.
+fn log_denial(session: &Session, allowed: bool, api: &str) {
+    if !allowed {
+        tracing::warn!(
+            peer = ?session.peer(),
+            listener = session.listener(),
+            "Principal = {} is Denied operation {api} on the cluster (CLUSTER_AUTHORIZATION_FAILED)",
+            session.principal()
+        );
+    }
+}
+
+/// A random key for [`Handler`]'s stand-in SCRAM salts.
+fn decoy_key() -> ring::hmac::Key {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 32];
+    // If the system random source fails the salts are merely predictable, not wrong.
+    let _ = ring::rand::SystemRandom::new().fill(&mut bytes);
+    ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &bytes)
 }
 
 /// The request header version Kafka uses for an API version (1: client id; 2: flexible).
@@ -343,6 +498,7 @@ fn request_header_version(api_key: i16, version: i16) -> i16 {
         API_VERSIONS => version >= 3,
         DESCRIBE_CLIENT_QUOTAS | ALTER_CLIENT_QUOTAS => version >= 1,
         DESCRIBE_CLUSTER => true,
+        SASL_AUTHENTICATE => version >= 2,
         _ => false,
     };
     if flexible {
@@ -360,6 +516,7 @@ fn response_header_version(api_key: i16, version: i16) -> i16 {
         API_VERSIONS => false,
         DESCRIBE_CLIENT_QUOTAS | ALTER_CLIENT_QUOTAS => version >= 1,
         DESCRIBE_CLUSTER => true,
+        SASL_AUTHENTICATE => version >= 2,
         _ => false,
     };
     if flexible {

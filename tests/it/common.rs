@@ -51,28 +51,64 @@ pub(crate) struct Kquotad {
 }
 
 impl Kquotad {
-    /// Starts `kquotad` over `dir` with `extra` flags and waits until it listens.
+    /// Starts `kquotad` over `dir` with `extra` flags and waits until it listens. Its one
+    /// PLAINTEXT listener's anonymous clients are super users (they alter quotas).
     pub(crate) fn start(dir: &Path, extra: &[&str]) -> Kquotad {
+        let mut args = vec!["--super-users", "User:ANONYMOUS"];
+        args.extend_from_slice(extra);
+        let (server, _) = Kquotad::start_with(dir, "PLAINTEXT://127.0.0.1:0", &args);
+        server
+    }
+
+    /// Starts `kquotad` over `dir` with `listeners` (Kafka's syntax, ports 0) and `extra` flags,
+    /// waits until it listens, and returns it with each listener's name and bound address. Its
+    /// log goes to `<dir>.log`.
+    pub(crate) fn start_with(
+        dir: &Path,
+        listeners: &str,
+        extra: &[&str],
+    ) -> (Kquotad, Vec<(String, SocketAddr)>) {
+        let log = std::fs::File::create(dir.with_extension("log")).expect("create the log file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_kquotad"))
-            .args(["--listeners", "PLAINTEXT://127.0.0.1:0", "--data-dir"])
+            .args(["--listeners", listeners, "--data-dir"])
             .arg(dir)
             .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("start kquotad");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read kquotad's first line");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .unwrap();
-        Kquotad { child, addr }
+        out.read_line(&mut line).expect("read kquotad's first line");
+        let Some(first) = line.trim().strip_prefix("listening on ") else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(dir.with_extension("log")).unwrap_or_default();
+            panic!("kquotad did not start: first line {line:?}, log:\n{log}");
+        };
+        let addr = first.parse().unwrap();
+        let count = listeners
+            .split(',')
+            .filter(|l| !l.trim().is_empty())
+            .count();
+        let mut bound = Vec::with_capacity(count);
+        for _ in 0..count {
+            line.clear();
+            out.read_line(&mut line).expect("read a listener line");
+            let (name, addr) = line
+                .trim()
+                .strip_prefix("listener ")
+                .and_then(|l| l.split_once("://"))
+                .unwrap_or_else(|| panic!("unexpected listener line {line:?}"));
+            bound.push((name.to_owned(), addr.parse().unwrap()));
+        }
+        (Kquotad { child, addr }, bound)
+    }
+
+    /// The server's log so far.
+    pub(crate) fn log(dir: &Path) -> String {
+        std::fs::read_to_string(dir.with_extension("log")).unwrap_or_default()
     }
 
     /// Kills the server with SIGKILL and reaps it.

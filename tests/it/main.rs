@@ -8,6 +8,7 @@ mod metering;
 mod notifications;
 mod oracle;
 mod properties;
+mod security;
 mod server;
 mod validation;
 mod wire;

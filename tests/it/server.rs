@@ -289,9 +289,17 @@ fn bad_flags_and_files_exit_with_a_message() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let (code, err) = run(&["--listeners", "SSL://127.0.0.1:9093"]);
+    let (code, err) = run(&["--listeners", "TLS://127.0.0.1:9093"]);
     assert_eq!(code, Some(2));
-    assert!(err.contains("expected PLAINTEXT://host:port"), "{err}");
+    assert!(
+        err.contains(
+            "listener 'TLS' is not a security protocol; map it with listener.security.protocol.map"
+        ),
+        "{err}"
+    );
+    let (code, err) = run(&["--listeners", "127.0.0.1:9093"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("is not NAME://host:port"), "{err}");
     let (code, err) = run(&["--sub-quota-policy", "strict"]);
     assert_eq!(code, Some(2));
     assert!(

@@ -19,6 +19,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use proptest::prelude::*;
 
+use kquota::security::Session;
 use kquota::wire::{
     AlterQuotasEntry, AlterQuotasRequest, AlterQuotasResponse, CloseReason, Handler, Outcome,
     QuotaEntityData, QuotaOp, ServerInfo,
@@ -123,16 +124,16 @@ fn draft_frame(correlation_id: i32, body: &AlterQuotasRequest) -> Vec<u8> {
 }
 
 fn respond(h: &Handler, frame: &[u8]) -> BytesMut {
-    match h.handle(frame) {
+    match h.handle(&mut Session::plaintext(), frame) {
         Outcome::Respond(b) => b,
-        Outcome::Close(reason) => panic!("closed: {reason}"),
+        other => panic!("not answered: {other:?}"),
     }
 }
 
 fn close(h: &Handler, frame: &[u8]) -> CloseReason {
-    match h.handle(frame) {
-        Outcome::Respond(b) => panic!("answered {}", hex(&b)),
+    match h.handle(&mut Session::plaintext(), frame) {
         Outcome::Close(reason) => reason,
+        other => panic!("answered: {other:?}"),
     }
 }
 
@@ -1111,7 +1112,10 @@ fn draft_rejects_trailing_bytes_and_can_be_disabled() {
         close(&off, &f),
         CloseReason::UnsupportedApi { api_key: 50, .. }
     ));
-    assert!(!off.supported_apis().iter().any(|a| a.api_key == 50));
+    assert!(!off
+        .supported_apis(&Session::plaintext())
+        .iter()
+        .any(|a| a.api_key == 50));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1336,10 +1340,13 @@ fn truncated_frames_close_without_touching_the_engine() {
     let before = snapshot(&h);
     for f in valid_frames() {
         for cut in 0..f.len() {
-            match h.handle(&f[..cut]) {
+            match h.handle(&mut Session::plaintext(), &f[..cut]) {
                 Outcome::Close(_) => {}
                 // An ApiVersions v0–2 body is empty: cutting nothing of it still answers.
                 Outcome::Respond(_) => assert_eq!(f[1], 18, "a cut {cut} of {} answered", hex(&f)),
+                Outcome::RespondAndClose(..) => {
+                    panic!("a cut {cut} of {} failed authentication", hex(&f))
+                }
             }
             assert_eq!(snapshot(&h), before);
         }
@@ -1426,7 +1433,7 @@ fn huge_counts_close_without_allocating() {
         raw(48, 0, false, &[0xff, 0xff, 0xff, 0xff, 0]),
     ];
     for f in cases {
-        match h.handle(&f) {
+        match h.handle(&mut Session::plaintext(), &f) {
             Outcome::Close(CloseReason::MalformedRequest { .. }) => {}
             other => panic!("{}: {other:?}", hex(&f)),
         }
@@ -1534,14 +1541,14 @@ proptest! {
         let len = f.len();
         f.truncate(len - cut % (len / 4 + 1));
         let h = seeded();
-        let _ = h.handle(&f);
+        let _ = h.handle(&mut Session::plaintext(), &f);
     }
 
     #[test]
     fn random_frames_never_panic_or_touch_the_engine(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         let h = seeded();
         let before = snapshot(&h);
-        let _ = h.handle(&bytes);
+        let _ = h.handle(&mut Session::plaintext(), &bytes);
         // Random bytes rarely form a valid alter; when the key is not 49/50 they never may.
         if bytes.len() < 2 || !matches!(i16::from_be_bytes([bytes[0], bytes[1]]), 49 | 50) {
             prop_assert_eq!(snapshot(&h), before);

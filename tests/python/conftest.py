@@ -18,10 +18,11 @@ class ServerFactory:
     def data_dir(self):
         return self.tmp.mktemp(f"{self.label}-data")
 
-    def start(self, data_dir=None, extra_args=()):
+    def start(self, data_dir=None, extra_args=(), **options):
+        """options: listeners=, anonymous_super_user= (see Kquotad)."""
         data_dir = data_dir if data_dir is not None else self.data_dir()
         log = self.tmp.mktemp(f"{self.label}-log") / "kquotad.stderr"
-        server = Kquotad(data_dir, log, extra_args)
+        server = Kquotad(data_dir, log, extra_args, **options)
         self.servers.append(server)
         try:
             server.start()

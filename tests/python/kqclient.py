@@ -39,13 +39,21 @@ class KquotadError(AssertionError):
 class Kquotad:
     """One kquotad process on 127.0.0.1:<free port> with the given data dir."""
 
-    def __init__(self, data_dir, log_path, extra_args=()):
+    def __init__(self, data_dir, log_path, extra_args=(), listeners="PLAINTEXT://127.0.0.1:0",
+                 anonymous_super_user=True):
+        """anonymous_super_user: pass --super-users User:ANONYMOUS, so that plain (unauthenticated)
+        admin clients may alter quotas, as the interop tests of the quota APIs need."""
         self.data_dir = Path(data_dir)
         self.log_path = Path(log_path)
         self.extra_args = list(extra_args)
+        if anonymous_super_user:
+            self.extra_args = ["--super-users", "User:ANONYMOUS", *self.extra_args]
+        self.listener_spec = listeners
+        self.listeners = {}  # name -> port
         self.proc = None
         self.port = None
         self._stdout_lines = []
+        self._pending = b""
 
     def start(self):
         if not KQUOTAD_BIN.is_file() or not os.access(KQUOTAD_BIN, os.X_OK):
@@ -54,7 +62,7 @@ class Kquotad:
                 "`cargo build --release --bin kquotad` or set KQUOTAD_BIN (tests/python/run.sh does both)")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
-        cmd = [str(KQUOTAD_BIN), "--listeners", "PLAINTEXT://127.0.0.1:0",
+        cmd = [str(KQUOTAD_BIN), "--listeners", self.listener_spec,
                "--data-dir", str(self.data_dir), *self.extra_args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
@@ -70,13 +78,23 @@ class Kquotad:
                 f"first stdout line {first!r} (expected 'listening on 127.0.0.1:<port>' within "
                 f"{START_TIMEOUT_S} s)\n--- stderr ---\n{self.log()}")
         self.port = int(m.group(1))
+        # Then one "listener NAME://127.0.0.1:<port>" line per listener.
+        for _ in [x for x in self.listener_spec.split(",") if x.strip()]:
+            line = self._read_first_line(START_TIMEOUT_S)
+            lm = re.fullmatch(r"listener (\w+)://127\.0\.0\.1:(\d+)", (line or "").strip())
+            if lm is None:
+                self.proc.kill()
+                self.proc.wait()
+                raise KquotadError(f"unexpected listener line {line!r}\n--- stderr ---\n{self.log()}")
+            self.listeners[lm.group(1)] = int(lm.group(2))
         # Keep draining stdout so the server can never block on a full pipe.
         threading.Thread(target=self._drain, daemon=True).start()
         return self
 
     def _read_first_line(self, timeout):
+        """The next stdout line (bytes after it are kept for the next call)."""
         deadline = time.monotonic() + timeout
-        buf = b""
+        buf, self._pending = self._pending, b""
         fd = self.proc.stdout.fileno()
         while b"\n" not in buf:
             left = deadline - time.monotonic()
@@ -89,8 +107,7 @@ class Kquotad:
             if not chunk:  # EOF: the process exited
                 return buf.decode(errors="replace") if buf else None
             buf += chunk
-        line, rest = buf.split(b"\n", 1)
-        self._stdout_lines.append(rest)
+        line, self._pending = buf.split(b"\n", 1)
         return line.decode(errors="replace")
 
     def _drain(self):
@@ -109,6 +126,9 @@ class Kquotad:
     @property
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
+
+    def bootstrap_for(self, listener):
+        return f"127.0.0.1:{self.listeners[listener]}"
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None

@@ -41,19 +41,19 @@ if ! venv_ok; then
   fi
 fi
 
-echo "== installing test requirements (kafka-python==3.0.12, pytest)"
+echo "== installing test requirements (kafka-python==3.0.12, pytest, cryptography)"
 if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -q -r "$REQS"; then
   die "pip could not install the requirements in $REQS into target/python-venv (is PyPI reachable?)"
 fi
 if ! "$VENV/bin/python" - <<'PY'
 import sys
-import kafka, pytest
+import kafka, pytest, cryptography
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 if kafka.__version__ != "3.0.12":
     sys.exit("kafka-python is %s, expected 3.0.12" % kafka.__version__)
 PY
 then
-  die "the virtualenv does not provide kafka-python 3.0.12 and pytest; remove target/python-venv and retry"
+  die "the virtualenv does not provide kafka-python 3.0.12, pytest and cryptography; remove target/python-venv and retry"
 fi
 
 echo "== building kquotad (release)"
