@@ -98,6 +98,10 @@ pub struct ServerConfig {
     pub super_users: Vec<Principal>,
     /// Whether `User:ANONYMOUS` may describe quotas (`kquota.describe.allow.anonymous`, false).
     pub describe_allow_anonymous: bool,
+    /// Whether apiKey 50 serves the seeds' draft AlterQuotas (`kquota.draft.alter.quotas.enable`,
+    /// true). Kafka uses 50 for DescribeUserScramCredentials, which Kafka's own `kafka-configs`
+    /// calls when describing users; with the draft off, that call fails at once instead of timing out.
+    pub draft_alter_quotas: bool,
     /// `sasl.enabled.mechanisms` (default `SCRAM-SHA-256,SCRAM-SHA-512`).
     pub sasl_mechanisms: Vec<SaslMechanism>,
     /// `sasl.credentials.file`: the SCRAM credentials of SASL users.
@@ -127,6 +131,7 @@ impl Default for ServerConfig {
             cluster_id: "kquota-cluster".to_owned(),
             super_users: Vec::new(),
             describe_allow_anonymous: false,
+            draft_alter_quotas: true,
             sasl_mechanisms: vec![
                 SaslMechanism::Scram(ScramMechanism::Sha256),
                 SaslMechanism::Scram(ScramMechanism::Sha512),
@@ -151,7 +156,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// The property keys `kquotad` understands.
-pub const KNOWN_PROPERTIES: [&str; 29] = [
+pub const KNOWN_PROPERTIES: [&str; 30] = [
     "listeners",
     "listener.security.protocol.map",
     "advertised.listeners",
@@ -167,6 +172,7 @@ pub const KNOWN_PROPERTIES: [&str; 29] = [
     "cluster.id",
     "super.users",
     "kquota.describe.allow.anonymous",
+    "kquota.draft.alter.quotas.enable",
     "sasl.enabled.mechanisms",
     "sasl.credentials.file",
     "connection.failed.authentication.delay.ms",
@@ -237,6 +243,13 @@ impl ServerConfig {
             "super.users" => self.super_users = parse_super_users(value).map_err(|e| bad(&e))?,
             "kquota.describe.allow.anonymous" => {
                 self.describe_allow_anonymous = match value.trim() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(bad("must be true or false")),
+                }
+            }
+            "kquota.draft.alter.quotas.enable" => {
+                self.draft_alter_quotas = match value.trim() {
                     "true" => true,
                     "false" => false,
                     _ => return Err(bad("must be true or false")),
@@ -586,7 +599,8 @@ impl Server {
             },
         )
         .with_store(store)
-        .with_authorizer(authorizer);
+        .with_authorizer(authorizer)
+        .with_draft_alter_quotas(config.draft_alter_quotas);
         if let Some(sasl) = sasl {
             base = base.with_sasl(sasl);
         }

@@ -110,6 +110,11 @@ struct Args {
     /// This node's id [default: 1]
     #[arg(long, value_name = "ID")]
     node_id: Option<String>,
+    /// Serve the draft AlterQuotas on apiKey 50: true or false [default: true]. Kafka's own
+    /// kafka-configs --describe --entity-type users asks apiKey 50 for SCRAM credentials; with false it
+    /// gets a clean "unsupported" instead of a timeout.
+    #[arg(long, value_name = "BOOL")]
+    draft_alter_quotas: Option<String>,
 }
 
 /// Operator tools.
@@ -223,6 +228,7 @@ fn settings(args: &Args) -> Result<ServerConfig, String> {
         ("max.connections", &args.max_connections),
         ("connections.max.idle.ms", &args.idle_timeout_ms),
         ("node.id", &args.node_id),
+        ("kquota.draft.alter.quotas.enable", &args.draft_alter_quotas),
     ];
     for item in &args.overrides {
         let (key, value) = item

@@ -330,3 +330,51 @@ this line is wrong
         "{err}"
     );
 }
+
+#[test]
+fn the_draft_alter_quotas_can_be_switched_off() {
+    let advertises_50 = |server: &Kquotad| {
+        let mut conn = Conn::open(server.addr);
+        let resp = conn
+            .call(&ApiVersionsRequest::default(), 0)
+            .expect("ApiVersions answered");
+        resp.api_keys.iter().any(|k| k.api_key == 50)
+    };
+    let dir = data_dir();
+    let on = Kquotad::start(&dir, &[]);
+    assert!(advertises_50(&on), "served by default, as the design asks");
+    drop(on);
+
+    let dir = data_dir();
+    let off = Kquotad::start(&dir, &["--draft-alter-quotas", "false"]);
+    assert!(!advertises_50(&off));
+    // A request on 50 is now an unknown API: the connection closes at once (what a Kafka client's
+    // DescribeUserScramCredentials meets), and the server keeps serving.
+    let mut conn = Conn::open(off.addr);
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&50i16.to_be_bytes());
+    frame.extend_from_slice(&0i16.to_be_bytes());
+    frame.extend_from_slice(&7i32.to_be_bytes());
+    frame.extend_from_slice(&(-1i16).to_be_bytes());
+    conn.send_raw(&frame).unwrap();
+    assert!(conn.read_raw().is_none(), "the connection closes");
+    assert!(!advertises_50(&off));
+    drop(off);
+
+    // A value that is not a boolean is refused at start-up.
+    let out = Command::new(env!("CARGO_BIN_EXE_kquotad"))
+        .args([
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--draft-alter-quotas",
+            "maybe",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("kquota.draft.alter.quotas.enable=maybe: must be true or false"),
+        "{stderr}"
+    );
+}
