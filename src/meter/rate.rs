@@ -35,8 +35,11 @@ const EXACT_LIMIT: f64 = (1u64 << 53) as f64;
 /// `total + value`, if `value` is a whole number and the sum stays exact.
 #[inline]
 fn whole_add(total: u64, value: f64) -> Option<u64> {
-    if value >= 0.0 && value.fract() == 0.0 && total as f64 + value < EXACT_LIMIT {
-        Some(total + value as u64)
+    // Two conversions rather than `fract()`, which is a libm call on baseline x86-64. NaN and
+    // negative values convert to a different number and fail the comparison.
+    let whole = value as u64;
+    if whole as f64 == value && total as f64 + value < EXACT_LIMIT {
+        Some(total + whole)
     } else {
         None
     }
