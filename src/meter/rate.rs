@@ -8,7 +8,7 @@ pub(crate) struct Window {
     pub(crate) window_ms: u64,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Sample {
     start_ms: u64,
     last_ms: u64,
@@ -27,6 +27,11 @@ pub(crate) struct WindowedRate {
     /// 2^53 (always, for bytes). Every partial sum is then exact in `f64`, so this equals Kafka's
     /// in-order sum to the bit, and `measure` skips a chain of dependent floating-point additions.
     whole: Option<u64>,
+    /// The smallest `last_ms` and the smallest `start_ms` of the started samples, or `None` after the
+    /// samples changed shape. Recording into the current sample only raises its `last_ms`, so the
+    /// first stays a lower bound: while `now` is within the window of it, no sample can be obsolete and
+    /// `measure` needs no pass over the samples.
+    bounds: Option<(u64, u64)>,
 }
 
 /// The largest sum whose every partial sum of whole numbers is exact in `f64`.
@@ -52,7 +57,17 @@ impl WindowedRate {
             used: 0,
             current: 0,
             whole: Some(0),
+            bounds: None,
         }
+    }
+
+    /// See [`WindowedRate::bounds`].
+    fn scan_bounds(&self) -> (u64, u64) {
+        self.samples[..self.used]
+            .iter()
+            .fold((u64::MAX, u64::MAX), |(last, start), s| {
+                (last.min(s.last_ms), start.min(s.start_ms))
+            })
     }
 
     /// Recomputes [`WindowedRate::whole`] after samples were reset or reused.
@@ -73,6 +88,7 @@ impl WindowedRate {
             self.used = 1;
             self.current = 0;
             self.whole = Some(0);
+            self.bounds = None;
         } else if now.saturating_sub(self.samples[self.current].start_ms) >= window.window_ms {
             self.current = (self.current + 1) % self.samples.len();
             self.used = (self.used + 1).min(self.samples.len());
@@ -82,6 +98,7 @@ impl WindowedRate {
                 value: 0.0,
             };
             self.recount();
+            self.bounds = None;
         }
         let s = &mut self.samples[self.current];
         s.value += value;
@@ -92,22 +109,28 @@ impl WindowedRate {
     /// The rate per second at `now` and the elapsed window (ms) it was measured over.
     pub(crate) fn measure(&mut self, window: Window, now: u64) -> (f64, u64) {
         let expire = window.samples as u64 * window.window_ms;
-        let mut oldest = u64::MAX;
-        let mut reset = false;
-        for s in &mut self.samples[..self.used] {
-            if now.saturating_sub(s.last_ms) >= expire {
-                // Kafka resets an obsolete sample to start now.
-                *s = Sample {
-                    start_ms: now,
-                    last_ms: now,
-                    value: 0.0,
-                };
-                reset = true;
+        let (min_last, mut oldest) = match self.bounds {
+            Some(bounds) => bounds,
+            None => *self.bounds.insert(self.scan_bounds()),
+        };
+        if self.used > 0 && now.saturating_sub(min_last) >= expire {
+            // Some sample may be obsolete: Kafka's pass, which resets those to start now.
+            let mut reset = false;
+            for s in &mut self.samples[..self.used] {
+                if now.saturating_sub(s.last_ms) >= expire {
+                    *s = Sample {
+                        start_ms: now,
+                        last_ms: now,
+                        value: 0.0,
+                    };
+                    reset = true;
+                }
             }
-            oldest = oldest.min(s.start_ms);
-        }
-        if reset {
-            self.recount();
+            if reset {
+                self.recount();
+            }
+            let bounds = *self.bounds.insert(self.scan_bounds());
+            oldest = bounds.1;
         }
         let total = match self.whole {
             Some(t) => t as f64,
@@ -268,6 +291,66 @@ mod tests {
         assert_eq!(big.whole, Some((1 << 53) - 1));
         big.record(KAFKA, 1.0, 0);
         assert_eq!(big.whole, None);
+    }
+
+    /// Kafka's measure, written out in full on every call.
+    fn reference_measure(samples: &mut [Sample], window: Window, now: u64) -> (f64, u64) {
+        let expire = window.samples as u64 * window.window_ms;
+        let mut total = 0.0;
+        let mut oldest = u64::MAX;
+        for s in samples.iter_mut() {
+            if now.saturating_sub(s.last_ms) >= expire {
+                *s = Sample {
+                    start_ms: now,
+                    last_ms: now,
+                    value: 0.0,
+                };
+            }
+            total += s.value;
+            oldest = oldest.min(s.start_ms);
+        }
+        if samples.is_empty() {
+            oldest = now;
+        }
+        let mut elapsed = now.saturating_sub(oldest);
+        let full = elapsed / window.window_ms;
+        let min_full = window.samples.saturating_sub(1) as u64;
+        if full < min_full {
+            elapsed += (min_full - full) * window.window_ms;
+        }
+        let elapsed = elapsed.max(1);
+        (total / (elapsed as f64 / 1000.0), elapsed)
+    }
+
+    #[test]
+    fn cached_bounds_give_kafkas_measure_under_bursts_and_idle_gaps() {
+        let mut rate = WindowedRate::new(KAFKA);
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut now = 0u64;
+        for step in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            // Mostly small steps, sometimes a gap longer than the whole window.
+            now += match state % 100 {
+                0 => 12_000 + state % 5_000,
+                1..=5 => 1_000 + state % 3_000,
+                _ => state % 40,
+            };
+            let value = if state % 7 == 0 {
+                0.25
+            } else {
+                (state % 5_000) as f64
+            };
+            rate.record(KAFKA, value, now);
+            if state % 3 == 0 {
+                continue;
+            }
+            let mut copy = rate.samples[..rate.used].to_vec();
+            let want = reference_measure(&mut copy, KAFKA, now);
+            assert_eq!(rate.measure(KAFKA, now), want, "step {step} at {now}");
+            assert_eq!(&rate.samples[..rate.used], copy.as_slice(), "step {step}");
+        }
     }
 
     #[test]
