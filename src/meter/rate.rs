@@ -34,17 +34,17 @@ pub(crate) struct WindowedRate {
     bounds: Option<(u64, u64)>,
 }
 
-/// The largest sum whose every partial sum of whole numbers is exact in `f64`.
-const EXACT_LIMIT: f64 = (1u64 << 53) as f64;
+/// Sums of whole numbers below this are exact in `f64` at every step.
+const EXACT_LIMIT: u64 = 1 << 53;
 
-/// `total + value`, if `value` is a whole number and the sum stays exact.
+/// `total + value`, if `value` is a whole number and the sum stays below [`EXACT_LIMIT`].
 #[inline]
 fn whole_add(total: u64, value: f64) -> Option<u64> {
-    // Two conversions rather than `fract()`, which is a libm call on baseline x86-64. NaN and
-    // negative values convert to a different number and fail the comparison.
-    let whole = value as u64;
-    if whole as f64 == value && total as f64 + value < EXACT_LIMIT {
-        Some(total + whole)
+    // Signed conversions (one instruction each way on x86-64), not `fract()`, a libm call there. NaN
+    // converts to 0 and out-of-range values saturate, so they fail the round trip.
+    let whole = value as i64;
+    if whole as f64 == value && whole >= 0 && (whole as u64) < EXACT_LIMIT - total {
+        Some(total + whole as u64)
     } else {
         None
     }
@@ -106,7 +106,29 @@ impl WindowedRate {
         self.whole = self.whole.and_then(|t| whole_add(t, value));
     }
 
+    /// Kafka's pass over the samples, which resets the obsolete ones to start now; returns the oldest
+    /// start afterwards. Rare (a bucket idle for a whole window), so kept out of `measure`'s body.
+    #[cold]
+    fn reset_obsolete(&mut self, expire: u64, now: u64) -> u64 {
+        let mut reset = false;
+        for s in &mut self.samples[..self.used] {
+            if now.saturating_sub(s.last_ms) >= expire {
+                *s = Sample {
+                    start_ms: now,
+                    last_ms: now,
+                    value: 0.0,
+                };
+                reset = true;
+            }
+        }
+        if reset {
+            self.recount();
+        }
+        self.bounds.insert(self.scan_bounds()).1
+    }
+
     /// The rate per second at `now` and the elapsed window (ms) it was measured over.
+    #[inline]
     pub(crate) fn measure(&mut self, window: Window, now: u64) -> (f64, u64) {
         let expire = window.samples as u64 * window.window_ms;
         let (min_last, mut oldest) = match self.bounds {
@@ -114,26 +136,11 @@ impl WindowedRate {
             None => *self.bounds.insert(self.scan_bounds()),
         };
         if self.used > 0 && now.saturating_sub(min_last) >= expire {
-            // Some sample may be obsolete: Kafka's pass, which resets those to start now.
-            let mut reset = false;
-            for s in &mut self.samples[..self.used] {
-                if now.saturating_sub(s.last_ms) >= expire {
-                    *s = Sample {
-                        start_ms: now,
-                        last_ms: now,
-                        value: 0.0,
-                    };
-                    reset = true;
-                }
-            }
-            if reset {
-                self.recount();
-            }
-            let bounds = *self.bounds.insert(self.scan_bounds());
-            oldest = bounds.1;
+            oldest = self.reset_obsolete(expire, now);
         }
         let total = match self.whole {
-            Some(t) => t as f64,
+            // Below 2^53, so the signed conversion is exact (and cheaper than the unsigned one).
+            Some(t) => t as i64 as f64,
             // Kafka's order of addition, for values with fractions (request time).
             None => self.samples[..self.used].iter().map(|s| s.value).sum(),
         };
@@ -287,7 +294,7 @@ mod tests {
         }
         // Sums at 2^53 and beyond leave the integer path rather than round.
         let mut big = WindowedRate::new(KAFKA);
-        big.record(KAFKA, EXACT_LIMIT - 1.0, 0);
+        big.record(KAFKA, (EXACT_LIMIT - 1) as f64, 0);
         assert_eq!(big.whole, Some((1 << 53) - 1));
         big.record(KAFKA, 1.0, 0);
         assert_eq!(big.whole, None);
