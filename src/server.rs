@@ -864,8 +864,10 @@ async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, body: &[u8]) -> std::io::Result<()> {
-    let len = (body.len() as u32).to_be_bytes();
-    stream.write_all(&len).await?;
-    stream.write_all(body).await?;
+    // One write for the size and the body: one segment (or TLS record) per response, not two.
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(body);
+    stream.write_all(&frame).await?;
     stream.flush().await
 }
