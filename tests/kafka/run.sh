@@ -14,8 +14,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT="$(pwd)"
-VENV="${KQUOTA_PYTHON_VENV:-$ROOT/target/python-venv}"
-REQS="$ROOT/tests/python/requirements.txt"
 PYTHON="${PYTHON:-python3}"
 KAFKA_SH="$ROOT/interop/kafka/kafka.sh"
 
@@ -24,35 +22,12 @@ die() {
   exit 1
 }
 
-command -v "$PYTHON" >/dev/null 2>&1 || die "'$PYTHON' not found; install Python 3 (or set PYTHON=/path/to/python3)"
 command -v cargo >/dev/null 2>&1 || die "cargo not found; install a Rust toolchain"
 command -v java >/dev/null 2>&1 || die "java not found; install a JDK 17 or later (Debian: openjdk-17-jdk-headless)"
 command -v mvn >/dev/null 2>&1 || die "mvn not found; install Maven (Debian: maven)"
 
-venv_ok() {
-  [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -m pip --version >/dev/null 2>&1
-}
-
-if ! venv_ok; then
-  echo "== creating virtualenv in $VENV"
-  rm -rf "$VENV"
-  if ! "$PYTHON" -m venv "$VENV" >/dev/null 2>&1 || ! venv_ok; then
-    # Debian/Ubuntu without python3-venv's ensurepip: a bare venv, and the system pip installs pip.
-    rm -rf "$VENV"
-    if ! { "$PYTHON" -m venv --without-pip "$VENV" &&
-           "$PYTHON" -m pip --python "$VENV/bin/python" install --disable-pip-version-check -q pip; } ||
-       ! venv_ok; then
-      rm -rf "$VENV"
-      die "could not create a virtualenv with pip in $VENV; install python3-venv or python3-pip"
-    fi
-  fi
-fi
-
-echo "== installing test requirements (kafka-python==3.0.12, pytest)"
-"$VENV/bin/python" -m pip install --disable-pip-version-check -q -r "$REQS" ||
-  die "pip could not install the requirements in $REQS (is PyPI reachable?)"
-"$VENV/bin/python" -c 'import sys, kafka, pytest; sys.exit(kafka.__version__ != "3.0.12")' ||
-  die "the virtualenv does not provide kafka-python 3.0.12 and pytest; remove $VENV and retry"
+# shellcheck source=tests/python/venv.sh
+. "$ROOT/tests/python/venv.sh"
 
 echo "== building kquotad, kafka-quotas and kafka-configs (release)"
 cargo build --release --bin kquotad --bin kafka-quotas --bin kafka-configs
