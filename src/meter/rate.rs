@@ -1,6 +1,8 @@
 //! Kafka's rate arithmetic: the sampled windowed rate (`SampledStat` + `Rate`) and the token bucket
 //! (`TokenBucket`) behind controller-mutation quotas.
 
+use smallvec::SmallVec;
+
 /// The window a rate is measured over: `samples` samples of `window_ms` each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Window {
@@ -19,7 +21,9 @@ struct Sample {
 /// after `window_ms`, the oldest is reused, and samples older than the whole window are forgotten.
 #[derive(Clone, Debug)]
 pub(crate) struct WindowedRate {
-    samples: Box<[Sample]>,
+    /// Inline for Kafka's default 11 samples (and fewer), so a bucket's samples sit in the bucket's
+    /// own allocation: one cache miss less per request on a cold bucket.
+    samples: SmallVec<[Sample; 11]>,
     /// How many samples have been started (at most `samples.len()`).
     used: usize,
     current: usize,
@@ -53,7 +57,7 @@ fn whole_add(total: u64, value: f64) -> Option<u64> {
 impl WindowedRate {
     pub(crate) fn new(window: Window) -> WindowedRate {
         WindowedRate {
-            samples: vec![Sample::default(); window.samples.max(1)].into_boxed_slice(),
+            samples: smallvec::smallvec![Sample::default(); window.samples.max(1)],
             used: 0,
             current: 0,
             whole: Some(0),
