@@ -37,6 +37,20 @@ pub(crate) fn uc(u: &str, c: &str) -> Entity {
 static DIRS: AtomicUsize = AtomicUsize::new(0);
 
 /// A fresh, empty directory under the system temp dir, unique to this process and call.
+/// Runs `kquotad` with `args` to completion (stdin empty): its exit code and its stderr. For flags and
+/// settings it must refuse at start-up.
+pub(crate) fn kquotad_exit(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kquotad"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("kquotad runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 pub(crate) fn temp_dir(what: &str) -> PathBuf {
     let n = DIRS.fetch_add(1, Ordering::SeqCst);
     let dir = std::env::temp_dir().join(format!("kquota-it-{what}-{}-{n}", std::process::id()));

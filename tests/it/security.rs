@@ -24,7 +24,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, SanType,
 };
 
-use crate::common::{temp_dir, Kquotad};
+use crate::common::{kquotad_exit, temp_dir, Kquotad};
 
 const ADMIN_PASSWORD: &str = "admin-secret";
 const ALICE_PASSWORD: &str = "alice pa$$word";
@@ -865,18 +865,11 @@ fn plaintext_on_a_tls_port_and_bad_certificates_are_refused() {
 #[test]
 fn bad_security_settings_exit_with_a_message() {
     let pki = pki();
+    let dir = temp_dir("security-bad");
     let run = |args: &[&str]| {
-        let dir = temp_dir("security-bad");
-        let out = Command::new(env!("CARGO_BIN_EXE_kquotad"))
-            .arg("--data-dir")
-            .arg(&dir)
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let mut all = vec!["--data-dir", dir.to_str().expect("utf-8 path")];
+        all.extend_from_slice(args);
+        kquotad_exit(&all)
     };
     let (code, err) = run(&["--listeners", "SSL://127.0.0.1:0"]);
     assert_eq!(code, Some(2));
@@ -921,28 +914,21 @@ fn bad_security_settings_exit_with_a_message() {
     assert_eq!(code, Some(2));
     assert!(err.contains("no usable PEM private key"), "{err}");
     // scram-credential refuses an empty password and a bad mechanism.
-    let out = Command::new(env!("CARGO_BIN_EXE_kquotad"))
-        .args([
-            "scram-credential",
-            "--user",
-            "a",
-            "--mechanism",
-            "SCRAM-SHA-1",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let (code, err) = kquotad_exit(&[
+        "scram-credential",
+        "--user",
+        "a",
+        "--mechanism",
+        "SCRAM-SHA-1",
+    ]);
+    assert_eq!(code, Some(2));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("expected SCRAM-SHA-256 or SCRAM-SHA-512")
+        err.contains("expected SCRAM-SHA-256 or SCRAM-SHA-512"),
+        "{err}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_kquotad"))
-        .args(["scram-credential", "--user", "a"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no password on stdin"));
+    let (code, err) = kquotad_exit(&["scram-credential", "--user", "a"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no password on stdin"), "{err}");
 }
 
 #[test]

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
-use crate::common::{temp_dir, Kquotad};
+use crate::common::{kquotad_exit, temp_dir, Kquotad};
 
 /// A fresh data directory.
 fn data_dir() -> PathBuf {
@@ -279,16 +279,7 @@ fn sigterm_stops_gracefully() {
 
 #[test]
 fn bad_flags_and_files_exit_with_a_message() {
-    let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_kquotad"))
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let run = kquotad_exit;
     let (code, err) = run(&["--listeners", "TLS://127.0.0.1:9093"]);
     assert_eq!(code, Some(2));
     assert!(
@@ -362,17 +353,13 @@ fn the_draft_alter_quotas_can_be_switched_off() {
     drop(off);
 
     // A value that is not a boolean is refused at start-up.
-    let out = Command::new(env!("CARGO_BIN_EXE_kquotad"))
-        .args([
-            "--data-dir",
-            dir.to_str().unwrap(),
-            "--draft-alter-quotas",
-            "maybe",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (code, stderr) = kquotad_exit(&[
+        "--data-dir",
+        dir.to_str().unwrap(),
+        "--draft-alter-quotas",
+        "maybe",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("kquota.draft.alter.quotas.enable=maybe: must be true or false"),
         "{stderr}"
