@@ -10,6 +10,7 @@
 //! atomic loads and one short per-bucket lock; when the engine's configuration changes it re-resolves on
 //! its next request.
 
+mod allowance;
 mod clock;
 mod rate;
 
@@ -25,6 +26,8 @@ use parking_lot::Mutex;
 use crate::engine::Engine;
 use crate::key::{QuotaKey, QuotaType, Unit};
 use crate::resolve::{BucketScope, Level, Resolved};
+use allowance::{Allowance, Grants, Stripe};
+use crossbeam_utils::CachePadded;
 use rate::{TokenBucket, Window, WindowedRate};
 
 /// Settings of a [`Meter`].
@@ -149,25 +152,30 @@ enum Measure {
     Tokens(TokenBucket),
 }
 
-/// One shared rate.
+/// One shared rate. Built with a fixed number of allowance stripes and used unsized, so the stripes
+/// live in the bucket's own allocation (see [`Bucket::new`]).
 #[derive(Debug)]
-struct Bucket {
+struct Bucket<A: ?Sized = Allowance> {
     key: QuotaKey,
     owner: BucketOwner,
     level: Option<Level>,
-    /// Everything a request updates, under one short lock.
+    /// Everything a request updates when it takes the lock.
     state: Mutex<BucketState>,
     last_ms: AtomicU64,
     /// Set when the bucket is dropped from the map; holders re-resolve.
     expired: AtomicBool,
     /// The latest share weight (f64 bits), for `shares` buckets; read without the lock by the split.
     weight_bits: AtomicU64,
+    /// Headroom that requests take without the lock while they cannot be throttled.
+    allowance: A,
 }
 
 /// The part of a bucket that each request changes.
 #[derive(Debug)]
 struct BucketState {
     measure: Measure,
+    /// The allowances granted from this state.
+    grants: Grants,
     /// The latest limit applied, for snapshots.
     limit: f64,
     recorded: f64,
@@ -176,6 +184,17 @@ struct BucketState {
 }
 
 impl BucketState {
+    /// Folds what requests took from the allowances into the rate; every path that reads or changes
+    /// the rate starts here.
+    fn reclaim(&mut self, allowance: &Allowance) {
+        if let Some((value, last_ms)) = allowance.reclaim(&mut self.grants) {
+            if let Measure::Rate(r) = &mut self.measure {
+                r.fold(value, last_ms);
+            }
+            self.recorded += value as f64;
+        }
+    }
+
     fn note(&mut self, limit: f64, recorded: f64, throttle_ms: u64) {
         self.limit = limit;
         self.recorded += recorded;
@@ -186,27 +205,59 @@ impl BucketState {
     }
 }
 
-impl Bucket {
-    fn new(key: QuotaKey, owner: BucketOwner, level: Option<Level>, window: Window) -> Bucket {
+impl<const N: usize> Bucket<Allowance<[CachePadded<Stripe>; N]>> {
+    fn build(
+        key: QuotaKey,
+        owner: BucketOwner,
+        level: Option<Level>,
+        window: Window,
+        now: u64,
+    ) -> Arc<Bucket> {
         let measure = if key.quota_type() == QuotaType::ControllerMutationRate {
             Measure::Tokens(TokenBucket::new())
         } else {
             Measure::Rate(WindowedRate::new(window))
         };
-        Bucket {
+        let (allowance, grants) = Allowance::<[CachePadded<Stripe>; N]>::new();
+        Arc::new(Bucket {
             key,
             owner,
             level,
+            allowance,
             state: Mutex::new(BucketState {
                 measure,
+                grants,
                 limit: 0.0,
                 recorded: 0.0,
                 throttle_ms_total: 0,
                 throttle_count: 0,
             }),
-            last_ms: AtomicU64::new(0),
+            last_ms: AtomicU64::new(now),
             expired: AtomicBool::new(false),
             weight_bits: AtomicU64::new(0),
+        })
+    }
+}
+
+impl Bucket {
+    /// A bucket with `stripes` allowance stripes (a power of two up to 16; see
+    /// [`allowance::stripe_count`]), active at `now`.
+    fn new(
+        key: QuotaKey,
+        owner: BucketOwner,
+        level: Option<Level>,
+        window: Window,
+        stripes: usize,
+        now: u64,
+    ) -> Arc<Bucket> {
+        match stripes {
+            1 => {
+                Bucket::<Allowance<[CachePadded<Stripe>; 1]>>::build(key, owner, level, window, now)
+            }
+            2 => Bucket::<Allowance<[_; 2]>>::build(key, owner, level, window, now),
+            4 => Bucket::<Allowance<[_; 4]>>::build(key, owner, level, window, now),
+            8 => Bucket::<Allowance<[_; 8]>>::build(key, owner, level, window, now),
+            _ => Bucket::<Allowance<[_; 16]>>::build(key, owner, level, window, now),
         }
     }
 
@@ -217,6 +268,13 @@ impl Bucket {
         if self.last_ms.load(Ordering::Relaxed) != now {
             self.last_ms.store(now, Ordering::Relaxed);
         }
+    }
+
+    /// The latest time a request touched the bucket, with or without its lock.
+    fn last_active(&self) -> u64 {
+        self.last_ms
+            .load(Ordering::Relaxed)
+            .max(self.allowance.last_ms())
     }
 
     fn cause(&self) -> ThrottleCause {
@@ -262,6 +320,8 @@ struct Inner {
     clock: Arc<dyn Clock>,
     config: MeterConfig,
     window: Window,
+    /// Allowance stripes per bucket.
+    stripes: usize,
     buckets: DashMap<(QuotaKey, BucketOwner), Arc<Bucket>>,
     shares: [ShareTotal; 2],
     last_sweep: AtomicU64,
@@ -297,6 +357,7 @@ impl Meter {
                 engine,
                 clock,
                 window: config.window(),
+                stripes: allowance::stripe_count(),
                 config,
                 buckets: DashMap::new(),
                 shares: Default::default(),
@@ -349,6 +410,7 @@ impl Meter {
             .map(|entry| {
                 let b = entry.value();
                 let mut state = b.state.lock();
+                state.reclaim(&b.allowance);
                 let limit = state.limit;
                 let measured = match &mut state.measure {
                     Measure::Rate(r) => r.measure(self.inner.window, now).0,
@@ -388,7 +450,7 @@ impl Inner {
         let expiry = self.config.idle_expiry.as_millis() as u64;
         let before = self.buckets.len();
         self.buckets.retain(|_, b| {
-            let keep = now.saturating_sub(b.last_ms.load(Ordering::Relaxed)) < expiry;
+            let keep = now.saturating_sub(b.last_active()) < expiry;
             if !keep {
                 // Holders of the bucket see this and re-resolve.
                 b.expired.store(true, Ordering::Release);
@@ -413,9 +475,7 @@ impl Inner {
             .buckets
             .entry((key, owner.clone()))
             .or_insert_with(|| {
-                let b = Bucket::new(key, owner.clone(), level, self.window);
-                b.last_ms.store(now, Ordering::Relaxed);
-                Arc::new(b)
+                Bucket::new(key, owner.clone(), level, self.window, self.stripes, now)
             })
             .clone();
         if key.unit() == Unit::Shares {
@@ -438,9 +498,17 @@ impl Inner {
         cap_ms: Option<u64>,
         now: u64,
     ) -> Throttle {
+        // Whole values within the bucket's headroom: Kafka's answer is 0 ms, no lock needed (the
+        // stripe keeps the time of activity).
+        let whole = value as u64;
+        if whole as f64 == value && bucket.allowance.try_take(whole, limit, now) {
+            return Throttle::default();
+        }
         bucket.touch(now);
         let ms = {
-            let mut state = bucket.state.lock();
+            let mut guard = bucket.state.lock();
+            let state = &mut *guard;
+            state.reclaim(&bucket.allowance);
             let Measure::Rate(r) = &mut state.measure else {
                 return Throttle::default();
             };
@@ -453,6 +521,11 @@ impl Inner {
             };
             if let Some(cap) = cap_ms {
                 ms = ms.min(cap);
+            }
+            if let Some((headroom, until)) = r.headroom(self.window, limit, now) {
+                bucket
+                    .allowance
+                    .grant(&mut state.grants, headroom, limit, until);
             }
             state.note(limit, value, ms);
             ms
@@ -475,8 +548,7 @@ impl Inner {
                     _ => view.consumer_capacity,
                 }?;
                 let previous = bucket.weight_bits.swap(value.to_bits(), Ordering::Relaxed);
-                let was_active = now.saturating_sub(bucket.last_ms.load(Ordering::Relaxed))
-                    < self.active_ms()
+                let was_active = now.saturating_sub(bucket.last_active()) < self.active_ms()
                     && f64::from_bits(previous) == value;
                 let total = self.share_total(key, now, !was_active);
                 Some(capacity * value / total.max(value))
@@ -505,7 +577,7 @@ impl Inner {
             let total: f64 = share
                 .members
                 .iter()
-                .filter(|b| now.saturating_sub(b.last_ms.load(Ordering::Relaxed)) < active)
+                .filter(|b| now.saturating_sub(b.last_active()) < active)
                 .map(|b| f64::from_bits(b.weight_bits.load(Ordering::Relaxed)))
                 .sum();
             share.total_bits.store(total.to_bits(), Ordering::Relaxed);
@@ -698,5 +770,86 @@ impl ClientMeter {
             })
             .map(|limit| (limit * seconds) as u64)
             .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Alteration, Entity, EntityName};
+    use std::sync::mpsc;
+
+    fn set_user_quota(engine: &Engine, limit: f64) {
+        let user = Entity::User(EntityName::named("u").unwrap());
+        let results = engine.alter(
+            &[Alteration::new(&user).set("producer_byte_rate", limit)],
+            false,
+        );
+        assert!(results.iter().all(|r| r.error.is_none()));
+    }
+
+    /// Requests served from allowances get exactly the throttles of Kafka's measure over every
+    /// request in order, whichever thread (and so stripe) serves them, across sample boundaries, idle
+    /// gaps and limit changes.
+    #[test]
+    fn allowances_give_kafkas_throttles() {
+        let engine = Arc::new(Engine::new());
+        let mut limit = 40_000.0;
+        set_user_quota(&engine, limit);
+        let clock = Arc::new(ManualClock::new(1));
+        let meter = Meter::with_clock(engine.clone(), clock.clone(), MeterConfig::default());
+        // Two connections of user u (one bucket), each on its own thread, fed one request at a time.
+        let workers: Vec<_> = ["a", "b"]
+            .iter()
+            .map(|client| {
+                let (to_worker, requests) = mpsc::channel::<u64>();
+                let (answers, from_worker) = mpsc::channel::<u64>();
+                let meter = meter.clone();
+                let client = client.to_string();
+                std::thread::spawn(move || {
+                    let mut connection = meter.client("u", &client);
+                    for bytes in requests {
+                        answers.send(connection.produce(bytes).ms).unwrap();
+                    }
+                });
+                (to_worker, from_worker)
+            })
+            .collect();
+        let window = MeterConfig::default().window();
+        let mut reference = WindowedRate::new(window);
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut throttled = 0;
+        for step in 0..30_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            match state % 1_000 {
+                0..=1 => clock.advance(11_000 + state % 4_000),
+                2 => {
+                    limit = [20_000.0, 40_000.0, 90_000.0][(state >> 20) as usize % 3];
+                    set_user_quota(&engine, limit);
+                }
+                _ => clock.advance(state % 7),
+            }
+            let bytes = (state >> 32) % 900;
+            let (to_worker, from_worker) = &workers[(state >> 12) as usize % 2];
+            to_worker.send(bytes).unwrap();
+            let ms = from_worker.recv().unwrap();
+            let now = clock.now_ms();
+            reference.record(window, bytes as f64, now);
+            let (rate, elapsed) = reference.measure(window, now);
+            assert_eq!(ms, rate::throttle_ms(rate, limit, elapsed), "step {step}");
+            throttled += usize::from(ms > 0);
+        }
+        let snapshot = meter.snapshot();
+        let bucket = meter.inner.buckets.iter().next().unwrap().value().clone();
+        let taken = bucket.allowance.taken.load(Ordering::Relaxed);
+        assert!(taken > 10_000, "only {taken} requests took the fast path");
+        assert!(
+            throttled > 1_000,
+            "only {throttled} requests were throttled"
+        );
+        let now = clock.now_ms();
+        assert_eq!(snapshot[0].measured, reference.measure(window, now).0);
     }
 }

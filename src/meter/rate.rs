@@ -131,6 +131,41 @@ impl WindowedRate {
         self.bounds.insert(self.scan_bounds()).1
     }
 
+    /// Adds `value`, recorded by requests up to `last_ms` that were served without the lock, to the
+    /// current sample: the sample they were recorded in (their allowance ended with it), in one
+    /// addition, which is exact because [`WindowedRate::headroom`] keeps the total below 2^53.
+    pub(crate) fn fold(&mut self, value: u64, last_ms: u64) {
+        debug_assert!(self.used > 0, "allowances follow a recorded request");
+        let s = &mut self.samples[self.current];
+        s.value += value as f64;
+        s.last_ms = s.last_ms.max(last_ms);
+        self.whole = self.whole.and_then(|t| whole_add(t, value as f64));
+    }
+
+    /// After a [`WindowedRate::measure`] at `now`: how many more units the rate can take without any
+    /// request being throttled against `limit`, and until when (ms) that holds, or `None` where the
+    /// answer needs the samples (fractional values, no padding, no headroom).
+    ///
+    /// Kafka pads the elapsed window to at least `samples − 1` whole samples, so `limit × that` bounds
+    /// what the window may hold with a rate at or below the limit at any later time; the bound is
+    /// shaved by 10⁻⁹ so that Kafka's floating-point division agrees at the edge. It holds until the
+    /// current sample is complete or a sample could become obsolete, the two events that change which
+    /// sample a value belongs to.
+    pub(crate) fn headroom(&self, window: Window, limit: f64, now: u64) -> Option<(u64, u64)> {
+        let total = self.whole?;
+        let padded = window.samples.saturating_sub(1) as u64 * window.window_ms;
+        let (min_last, _) = self.bounds?;
+        if padded == 0 || self.used == 0 || !(limit > 0.0) {
+            return None;
+        }
+        let bound = (limit * (padded as f64 / 1000.0) * (1.0 - 1e-9)).floor();
+        let bound = bound.min((EXACT_LIMIT - 1) as f64) as u64;
+        let headroom = bound.checked_sub(total).filter(|&h| h > 0)?;
+        let until = (self.samples[self.current].start_ms + window.window_ms)
+            .min(min_last + window.samples as u64 * window.window_ms);
+        (until > now).then_some((headroom, until))
+    }
+
     /// The rate per second at `now` and the elapsed window (ms) it was measured over.
     #[inline]
     pub(crate) fn measure(&mut self, window: Window, now: u64) -> (f64, u64) {
