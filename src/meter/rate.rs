@@ -155,7 +155,7 @@ impl WindowedRate {
         let total = self.whole?;
         let padded = window.samples.saturating_sub(1) as u64 * window.window_ms;
         let (min_last, _) = self.bounds?;
-        if padded == 0 || self.used == 0 || !(limit > 0.0) {
+        if padded == 0 || self.used == 0 || limit <= 0.0 || limit.is_nan() {
             return None;
         }
         let bound = (limit * (padded as f64 / 1000.0) * (1.0 - 1e-9)).floor();
