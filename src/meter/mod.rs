@@ -125,11 +125,6 @@ impl Throttle {
         self.ms > 0
     }
 
-    fn keep_longest(&mut self, other: Throttle) {
-        if other.ms > self.ms {
-            *self = other;
-        }
-    }
 }
 
 /// The outcome of recording controller mutations.
@@ -284,6 +279,14 @@ impl Bucket {
             level: self.level,
         }
     }
+
+    /// A throttle of `ms` caused by this bucket.
+    fn throttle(&self, ms: u64) -> Throttle {
+        Throttle {
+            ms,
+            cause: (ms > 0).then(|| self.cause()),
+        }
+    }
 }
 
 /// A snapshot of one active bucket, for operators.
@@ -397,7 +400,8 @@ impl Meter {
         let owner = BucketOwner::Ip(Arc::from(ip));
         let bucket = self.inner.bucket(key, owner, None);
         let now = self.inner.clock.now_ms();
-        self.inner.record_rate(&bucket, quota.limit, 1.0, None, now)
+        let ms = self.inner.record_rate(&bucket, quota.limit, 1.0, None, now);
+        bucket.throttle(ms)
     }
 
     /// The active buckets: who is metered, against what limit, at what rate, and how much throttled.
@@ -489,7 +493,8 @@ impl Inner {
         bucket
     }
 
-    /// Records `value` into a windowed-rate bucket limited to `limit` and returns its throttle.
+    /// Records `value` into a windowed-rate bucket limited to `limit` and returns its throttle (ms).
+    #[inline]
     fn record_rate(
         &self,
         bucket: &Bucket,
@@ -497,20 +502,33 @@ impl Inner {
         value: f64,
         cap_ms: Option<u64>,
         now: u64,
-    ) -> Throttle {
+    ) -> u64 {
         // Whole values within the bucket's headroom: Kafka's answer is 0 ms, no lock needed (the
         // stripe keeps the time of activity).
         let whole = value as u64;
         if whole as f64 == value && bucket.allowance.try_take(whole, limit, now) {
-            return Throttle::default();
+            return 0;
         }
+        self.record_locked(bucket, limit, value, cap_ms, now)
+    }
+
+    /// [`Inner::record_rate`] under the bucket's lock: Kafka's record and measure, then new allowances.
+    #[inline(never)]
+    fn record_locked(
+        &self,
+        bucket: &Bucket,
+        limit: f64,
+        value: f64,
+        cap_ms: Option<u64>,
+        now: u64,
+    ) -> u64 {
         bucket.touch(now);
         let ms = {
             let mut guard = bucket.state.lock();
             let state = &mut *guard;
             state.reclaim(&bucket.allowance);
             let Measure::Rate(r) = &mut state.measure else {
-                return Throttle::default();
+                return 0;
             };
             r.record(self.window, value, now);
             let (rate, elapsed) = r.measure(self.window, now);
@@ -530,10 +548,7 @@ impl Inner {
             state.note(limit, value, ms);
             ms
         };
-        Throttle {
-            ms,
-            cause: (ms > 0).then(|| bucket.cause()),
-        }
+        ms
     }
 
     /// The limit of `value` in `key`'s unit on this broker, or `None` if it cannot be enforced (shares
@@ -665,7 +680,8 @@ impl ClientMeter {
     fn record_bytes(&mut self, keys: &[QuotaKey], bytes: u64) -> Throttle {
         self.refresh();
         let inner = &self.meter.inner;
-        let mut throttle = Throttle::default();
+        // The longest throttle and its bucket; the cause is built only if there is one.
+        let mut longest: Option<(u64, &Bucket)> = None;
         let mut now = None;
         for &key in keys {
             let (Some(bucket), Some(q)) = (&self.buckets[key.index()], self.resolved.get(key))
@@ -674,15 +690,23 @@ impl ClientMeter {
             };
             // One clock read per request, and none when no quota applies.
             let now = *now.get_or_insert_with(|| inner.clock.now_ms());
-            match inner.broker_limit(bucket, key, q.limit, now) {
-                Some(limit) => {
-                    throttle.keep_longest(inner.record_rate(bucket, limit, bytes as f64, None, now))
-                }
-                // Unenforced shares still count as activity for the split.
-                None => bucket.last_ms.store(now, Ordering::Relaxed),
+            let limit = match key.unit() {
+                Unit::BrokerBps => q.limit,
+                _ => match inner.broker_limit(bucket, key, q.limit, now) {
+                    Some(limit) => limit,
+                    // Unenforced shares still count as activity for the split.
+                    None => {
+                        bucket.last_ms.store(now, Ordering::Relaxed);
+                        continue;
+                    }
+                },
+            };
+            let ms = inner.record_rate(bucket, limit, bytes as f64, None, now);
+            if ms > longest.map_or(0, |(longest, _)| longest) {
+                longest = Some((ms, bucket));
             }
         }
-        throttle
+        longest.map_or_else(Throttle::default, |(ms, bucket)| bucket.throttle(ms))
     }
 
     /// Records a produce request of `bytes` and returns the throttle.
@@ -707,7 +731,8 @@ impl ClientMeter {
         // Kafka records thread time as a percentage of one thread-second.
         let value = nanos as f64 * 100.0 / 1e9;
         let now = inner.clock.now_ms();
-        inner.record_rate(bucket, q.limit, value, Some(inner.window.window_ms), now)
+        let ms = inner.record_rate(bucket, q.limit, value, Some(inner.window.window_ms), now);
+        bucket.throttle(ms)
     }
 
     /// Records `n` partition mutations against `controller_mutation_rate`.
