@@ -6,9 +6,13 @@
 //!
 //! Buckets are shared exactly as the precedence table's bucket column says: a quota from `{user=u}` is one
 //! bucket for all of u's clients, one from `{client-id=c}` one bucket for every user of c, the rest one per
-//! (user, client-id). A [`ClientMeter`] resolves once and keeps its buckets, so a request costs a few
-//! atomic loads and one short per-bucket lock; when the engine's configuration changes it re-resolves on
-//! its next request.
+//! (user, client-id). A [`ClientMeter`] resolves once and keeps its buckets; when the engine's configuration changes
+//! it re-resolves on its next request.
+//!
+//! A request that cannot be throttled (the bucket's window holds less than `limit × (samples − 1)`
+//! windows' worth) takes its bytes from its thread's allowance with one compare-and-swap, without the
+//! bucket's lock; the others take the lock and run Kafka's record and measure. Both give Kafka's answer
+//! (see `allowance.rs` for why).
 
 mod allowance;
 mod clock;
@@ -124,7 +128,6 @@ impl Throttle {
     pub fn is_throttled(&self) -> bool {
         self.ms > 0
     }
-
 }
 
 /// The outcome of recording controller mutations.
