@@ -238,7 +238,7 @@ impl<const N: usize> Bucket<Allowance<[CachePadded<Stripe>; N]>> {
 }
 
 impl Bucket {
-    /// A bucket with `stripes` allowance stripes (a power of two up to 16; see
+    /// A bucket with `stripes` allowance stripes (a power of two up to 8; see
     /// [`allowance::stripe_count`]), active at `now`.
     fn new(
         key: QuotaKey,
@@ -254,8 +254,7 @@ impl Bucket {
             }
             2 => Bucket::<Allowance<[_; 2]>>::build(key, owner, level, window, now),
             4 => Bucket::<Allowance<[_; 4]>>::build(key, owner, level, window, now),
-            8 => Bucket::<Allowance<[_; 8]>>::build(key, owner, level, window, now),
-            _ => Bucket::<Allowance<[_; 16]>>::build(key, owner, level, window, now),
+            _ => Bucket::<Allowance<[_; 8]>>::build(key, owner, level, window, now),
         }
     }
 
