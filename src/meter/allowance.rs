@@ -19,25 +19,36 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-/// A stripe word holds a tag in its high bits and the remaining allowance in the low ones. The tag
-/// changes at every reclaim, so a request that read a word before a reclaim cannot take from the next
-/// grant with stale checks (its compare-and-swap fails).
-const REMAINING_BITS: u32 = 40;
-const REMAINING: u64 = (1 << REMAINING_BITS) - 1;
-const TAG_MASK: u64 = (1 << (64 - REMAINING_BITS)) - 1;
+/// A stripe word holds, from the low bits up: the remaining allowance (32 bits), the latest request's
+/// time as an offset from the grant (12 bits), and a tag (20 bits). The time goes with the bytes in
+/// one compare-and-swap, so a reclaim never counts bytes without their time. The tag changes at every
+/// reclaim, so a request that read a word before a reclaim cannot take from the next grant with stale
+/// checks (its compare-and-swap fails).
+const REMAINING: u64 = (1 << 32) - 1;
+const OFFSET_SHIFT: u32 = 32;
+/// The largest time offset; a grant lasts at most this many milliseconds past its start.
+const OFFSET_MAX: u64 = (1 << 12) - 1;
+const TAG_SHIFT: u32 = 44;
+const TAG_MASK: u64 = (1 << (64 - TAG_SHIFT)) - 1;
+
+#[inline]
+fn offset(word: u64) -> u64 {
+    (word >> OFFSET_SHIFT) & OFFSET_MAX
+}
 
 /// One thread's share of a bucket's headroom: everything a request served without the lock reads
 /// or writes, in one cache line that no other thread writes between grants.
 #[derive(Debug, Default)]
 pub(crate) struct Stripe {
-    /// Tag and remaining allowance.
+    /// Tag, time offset and remaining allowance.
     word: AtomicU64,
     /// The allowance holds only before this time (ms) ...
     valid_until: AtomicU64,
     /// ... and only for requests measured against this limit (`f64` bits).
     limit_bits: AtomicU64,
-    /// The time of the latest request served from this stripe, for the sample's last-event time and
-    /// the bucket's idleness.
+    /// When the allowance was granted: the origin of the word's time offset.
+    base_ms: AtomicU64,
+    /// The time of the latest request served from this stripe, for the bucket's idleness.
     last_ms: AtomicU64,
 }
 
@@ -56,6 +67,8 @@ pub(crate) struct Allowance<S: ?Sized = [CachePadded<Stripe>]> {
 #[derive(Debug)]
 pub(crate) struct Grants {
     tag: u64,
+    /// The time of the outstanding grant.
+    base_ms: u64,
     granted: Box<[u64]>,
     outstanding: bool,
 }
@@ -92,6 +105,7 @@ impl<const N: usize> Allowance<[CachePadded<Stripe>; N]> {
         };
         let grants = Grants {
             tag: 0,
+            base_ms: 0,
             granted: vec![0; N].into_boxed_slice(),
             outstanding: false,
         };
@@ -111,26 +125,32 @@ impl Allowance {
     #[inline]
     pub(crate) fn try_take(&self, value: u64, limit: f64, now: u64) -> bool {
         let (_, stripe) = self.own();
-        // Acquire: a grant stores the limit and the validity before its words.
+        // Acquire throughout: a grant's fields are released after the reclaim that closed the
+        // previous grant, so a request that sees a newer grant's field also sees its word closed (and
+        // its compare-and-swap below fails) rather than take from an older grant with newer checks.
         let word = stripe.word.load(Ordering::Acquire);
         // A request of 0 bytes still needs a measure (the bucket may be over its limit already).
         if value == 0
             || word & REMAINING < value
-            || now >= stripe.valid_until.load(Ordering::Relaxed)
-            || limit.to_bits() != stripe.limit_bits.load(Ordering::Relaxed)
+            || now >= stripe.valid_until.load(Ordering::Acquire)
+            || limit.to_bits() != stripe.limit_bits.load(Ordering::Acquire)
         {
             return false;
         }
-        // Only the remaining bits change; a reclaim since the load changed the tag and fails this.
+        // The validity check bounds the offset; a clock read before the grant counts as its start.
+        let at = now.saturating_sub(stripe.base_ms.load(Ordering::Acquire));
+        let latest = offset(word).max(at);
+        let taken = (word & !(OFFSET_MAX << OFFSET_SHIFT) | latest << OFFSET_SHIFT) - value;
+        // A reclaim since the load changed the tag and fails this.
         if stripe
             .word
-            .compare_exchange(word, word - value, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(word, taken, Ordering::Relaxed, Ordering::Relaxed)
             .is_err()
         {
             return false;
         }
         if stripe.last_ms.load(Ordering::Relaxed) < now {
-            stripe.last_ms.store(now, Ordering::Relaxed);
+            stripe.last_ms.fetch_max(now, Ordering::Relaxed);
         }
         #[cfg(test)]
         self.taken.fetch_add(1, Ordering::Relaxed);
@@ -154,7 +174,7 @@ impl Allowance {
         }
         grants.outstanding = false;
         grants.tag = (grants.tag + 1) & TAG_MASK;
-        let closed = grants.tag << REMAINING_BITS;
+        let closed = grants.tag << TAG_SHIFT;
         let mut consumed = 0;
         let mut last = 0;
         for (stripe, granted) in self.stripes.iter().zip(grants.granted.iter_mut()) {
@@ -162,17 +182,25 @@ impl Allowance {
             let used = *granted - (word & REMAINING);
             if used > 0 {
                 consumed += used;
-                last = last.max(stripe.last_ms.load(Ordering::Relaxed));
+                last = last.max(grants.base_ms + offset(word));
             }
             *granted = 0;
         }
         (consumed > 0).then_some((consumed, last))
     }
 
-    /// Grants `headroom` (bytes that cannot be throttled) for requests measured against `limit` before
-    /// `valid_until`: half to the calling thread's stripe, which is the one running hot, the rest split
-    /// among the others. Call with the bucket's lock held, after [`Allowance::reclaim`].
-    pub(crate) fn grant(&self, grants: &mut Grants, headroom: u64, limit: f64, valid_until: u64) {
+    /// Grants `headroom` (bytes that cannot be throttled) at `now` for requests measured against
+    /// `limit` before `valid_until` (and at most [`OFFSET_MAX`] ms): half to the calling thread's
+    /// stripe, which is the one running hot, the rest split among the others. Call with the bucket's
+    /// lock held, after [`Allowance::reclaim`].
+    pub(crate) fn grant(
+        &self,
+        grants: &mut Grants,
+        headroom: u64,
+        limit: f64,
+        now: u64,
+        valid_until: u64,
+    ) {
         debug_assert!(!grants.outstanding, "reclaim before granting");
         let count = self.stripes.len() as u64;
         let (own, _) = self.own();
@@ -185,7 +213,9 @@ impl Allowance {
         if mine == 0 {
             return;
         }
-        let tag = grants.tag << REMAINING_BITS;
+        let valid_until = valid_until.min(now + OFFSET_MAX + 1);
+        grants.base_ms = now;
+        let tag = grants.tag << TAG_SHIFT;
         for (i, (stripe, granted)) in self
             .stripes
             .iter()
@@ -194,9 +224,10 @@ impl Allowance {
         {
             let amount = if i == own { mine } else { others }.min(REMAINING);
             *granted = amount;
-            stripe.valid_until.store(valid_until, Ordering::Relaxed);
-            stripe.limit_bits.store(limit.to_bits(), Ordering::Relaxed);
-            // Release: the limit and validity above are visible to whoever loads this word.
+            // Release: see `try_take`.
+            stripe.valid_until.store(valid_until, Ordering::Release);
+            stripe.limit_bits.store(limit.to_bits(), Ordering::Release);
+            stripe.base_ms.store(now, Ordering::Release);
             stripe.word.store(tag | amount, Ordering::Release);
         }
         grants.outstanding = true;
@@ -212,7 +243,7 @@ mod tests {
         let (allowance, mut grants) = Allowance::<[_; 4]>::new();
         let allowance: &Allowance = &allowance;
         assert!(!allowance.try_take(1, 10.0, 0), "closed before a grant");
-        allowance.grant(&mut grants, 1_000, 10.0, 100);
+        allowance.grant(&mut grants, 1_000, 10.0, 0, 100);
         // The three other stripes hold 166 each; the calling thread's the other 502.
         assert!(allowance.try_take(300, 10.0, 5));
         assert!(!allowance.try_take(203, 10.0, 6), "more than is left");
@@ -227,7 +258,7 @@ mod tests {
     fn refuses_after_expiry_for_another_limit_and_for_nothing() {
         let (allowance, mut grants) = Allowance::<[_; 1]>::new();
         let allowance: &Allowance = &allowance;
-        allowance.grant(&mut grants, 1_000, 10.0, 100);
+        allowance.grant(&mut grants, 1_000, 10.0, 0, 100);
         assert!(!allowance.try_take(1, 10.0, 100), "expired");
         assert!(!allowance.try_take(1, 20.0, 50), "other limit");
         assert!(!allowance.try_take(0, 10.0, 50), "0 bytes are measured");
@@ -239,7 +270,7 @@ mod tests {
     fn other_threads_take_from_their_own_stripes() {
         let (allowance, mut grants) = Allowance::<[_; 2]>::new();
         let allowance: &Allowance = &allowance;
-        allowance.grant(&mut grants, 1_000, 1.0, 100);
+        allowance.grant(&mut grants, 1_000, 1.0, 0, 100);
         let taken = std::thread::scope(|s| {
             s.spawn(|| {
                 let mut taken = 0;
@@ -261,7 +292,7 @@ mod tests {
     fn huge_headroom_is_capped_per_stripe() {
         let (allowance, mut grants) = Allowance::<[_; 1]>::new();
         let allowance: &Allowance = &allowance;
-        allowance.grant(&mut grants, u64::MAX / 2, 1.0, 100);
+        allowance.grant(&mut grants, u64::MAX / 2, 1.0, 0, 100);
         assert!(allowance.try_take(REMAINING, 1.0, 1));
         assert!(!allowance.try_take(1, 1.0, 1));
         assert_eq!(allowance.reclaim(&mut grants), Some((REMAINING, 1)));

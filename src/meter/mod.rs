@@ -545,7 +545,7 @@ impl Inner {
             if let Some((headroom, until)) = r.headroom(self.window, limit, now) {
                 bucket
                     .allowance
-                    .grant(&mut state.grants, headroom, limit, until);
+                    .grant(&mut state.grants, headroom, limit, now, until);
             }
             state.note(limit, value, ms);
             ms
