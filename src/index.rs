@@ -7,16 +7,21 @@
 //!
 //! Shards are shared between snapshots behind `Arc`s. A writer copies only the shards it touches
 //! (entries are plain data: inline names and inline values, so a copy is mostly a `memcpy`) and the
-//! directory chunks that point to them, so an alteration costs what it changes. When the average shard outgrows
-//! [`SPLIT_AVG`] the directory doubles and every shard splits once: amortized O(1) per insert.
+//! directory chunks that point to them, so an alteration costs what it changes.
+//!
+//! The table grows by linear hashing: whenever the average shard would outgrow [`SPLIT_AVG`], the
+//! next shard in turn splits in two on the next hash bit. Growth is one shard's copy per split, never
+//! a copy of the whole table, so building a large store neither pauses for a doubling nor leaves a
+//! table's worth of freed memory behind in the heap.
 
 use std::sync::Arc;
 
 /// Index slots per shard (a power of two).
 const SLOTS: usize = 64;
-/// The directory doubles when the table holds more than this many entries per shard on average.
-const SPLIT_AVG: usize = 24;
-/// A shard with more entries than this (which at an average of [`SPLIT_AVG`] needs a 1-in-10^8
+/// A shard splits whenever the table holds more than this many entries per shard on average. Shards
+/// not yet split in the current round hold up to twice the average.
+const SPLIT_AVG: usize = 16;
+/// A shard with more entries than this (which at up to twice [`SPLIT_AVG`] needs a 1-in-10^5
 /// imbalance) is searched linearly instead of through its index, so the index never fills.
 const INDEXED_MAX: usize = 56;
 
@@ -133,9 +138,10 @@ type Chunk<K, V> = [Arc<Shard<K, V>>; CHUNK];
 #[derive(Clone, Debug)]
 pub(crate) struct Table<K, V> {
     dir: Arc<Vec<Arc<Chunk<K, V>>>>,
-    /// The number of shards, a power of two. With fewer than [`CHUNK`] shards, the one chunk's tail is
-    /// unused.
-    shards: usize,
+    /// The shard count at the start of the current round of splits, a power of two.
+    round: usize,
+    /// Shards `0..split` of this round have split (into `i` and `i + round`).
+    split: usize,
     len: usize,
 }
 
@@ -145,23 +151,44 @@ impl<K: Clone, V: Clone> Default for Table<K, V> {
     }
 }
 
-/// A directory of `shards` shards, all empty.
-fn empty_dir<K, V>(shards: usize) -> Vec<Arc<Chunk<K, V>>> {
+/// A directory chunk of empty shards (one shared empty shard).
+fn empty_chunk<K, V>() -> Arc<Chunk<K, V>> {
     let empty = Arc::new(Shard::new());
-    (0..shards.div_ceil(CHUNK))
-        .map(|_| Arc::new(std::array::from_fn(|_| Arc::clone(&empty))))
-        .collect()
+    Arc::new(std::array::from_fn(|_| Arc::clone(&empty)))
 }
 
 impl<K: Clone, V: Clone> Table<K, V> {
     /// An empty table sized for `n` entries without doubling.
     pub(crate) fn with_capacity(n: usize) -> Self {
-        let shards = n.div_ceil(SPLIT_AVG).max(1).next_power_of_two();
+        let round = n.div_ceil(SPLIT_AVG).max(1).next_power_of_two();
         Table {
-            dir: Arc::new(empty_dir(shards)),
-            shards,
+            dir: Arc::new((0..round.div_ceil(CHUNK)).map(|_| empty_chunk()).collect()),
+            round,
+            split: 0,
             len: 0,
         }
+    }
+
+    /// How many shards the table has.
+    fn shard_count(&self) -> usize {
+        self.round + self.split
+    }
+
+    /// The position of the shard for `hash`: its low bits, one more for shards already split.
+    #[inline]
+    fn position(&self, hash: u64) -> usize {
+        let i = hash as usize & (self.round - 1);
+        if i < self.split {
+            hash as usize & (2 * self.round - 1)
+        } else {
+            i
+        }
+    }
+
+    /// The shard pointer at position `i`, its chunk (and the chunk list) copied first if shared.
+    fn slot_mut(&mut self, i: usize) -> &mut Arc<Shard<K, V>> {
+        let chunk = Arc::make_mut(&mut Arc::make_mut(&mut self.dir)[i / CHUNK]);
+        &mut chunk[i % CHUNK]
     }
 
     /// Sizes an empty table for `n` entries, so that loading them never doubles the directory.
@@ -184,7 +211,7 @@ impl<K: Clone, V: Clone> Table<K, V> {
 
     #[inline]
     fn shard(&self, hash: u64) -> &Shard<K, V> {
-        let i = hash as usize & (self.shards - 1);
+        let i = self.position(hash);
         &self.dir[i / CHUNK][i % CHUNK]
     }
 
@@ -215,9 +242,27 @@ impl<K: Clone, V: Clone> Table<K, V> {
 
     /// The shard for `hash`, copied first (with its chunk) if another snapshot shares it.
     fn shard_mut(&mut self, hash: u64) -> &mut Shard<K, V> {
-        let i = hash as usize & (self.shards - 1);
-        let chunk = Arc::make_mut(&mut Arc::make_mut(&mut self.dir)[i / CHUNK]);
-        Arc::make_mut(&mut chunk[i % CHUNK])
+        let i = self.position(hash);
+        Arc::make_mut(self.slot_mut(i))
+    }
+
+    /// The shard for `hash`, ready to take one more entry. A shard shared with another snapshot is
+    /// copied into a vector with room for it, so that the copy is the only allocation: copying at the
+    /// old length and then growing by one would allocate twice and leave a hole in the heap per write
+    /// (at a million entries that churn cost more RSS than the entries themselves).
+    fn shard_for_push(&mut self, hash: u64) -> &mut Shard<K, V> {
+        let i = self.position(hash);
+        let shard = self.slot_mut(i);
+        if Arc::get_mut(shard).is_none() {
+            let mut entries = Vec::with_capacity(shard.entries.len() + 1);
+            entries.extend_from_slice(&shard.entries);
+            *shard = Arc::new(Shard {
+                index: shard.index,
+                entries,
+            });
+        }
+        // Unique now, so this does not copy.
+        Arc::make_mut(shard)
     }
 
     /// Inserts or replaces the entry for `key`; returns the replaced value.
@@ -232,10 +277,10 @@ impl<K: Clone, V: Clone> Table<K, V> {
             let shard = self.shard_mut(hash);
             return Some(std::mem::replace(&mut shard.entries[p].value, value));
         }
-        self.shard_mut(hash).push(Entry { hash, key, value });
+        self.shard_for_push(hash).push(Entry { hash, key, value });
         self.len += 1;
-        if self.len > self.shards * SPLIT_AVG {
-            self.double();
+        if self.len > self.shard_count() * SPLIT_AVG {
+            self.split_next();
         }
         None
     }
@@ -243,39 +288,76 @@ impl<K: Clone, V: Clone> Table<K, V> {
     /// Removes the entry with `hash` whose key satisfies `eq`; returns its value.
     pub(crate) fn remove(&mut self, hash: u64, eq: impl Fn(&K) -> bool) -> Option<V> {
         let p = self.shard(hash).find(hash, &eq)?;
-        let entry = self.shard_mut(hash).remove_at(p);
+        let i = self.position(hash);
         self.len -= 1;
-        Some(entry.value)
+        let shard = self.slot_mut(i);
+        if let Some(unique) = Arc::get_mut(shard) {
+            return Some(unique.remove_at(p).value);
+        }
+        // Shared: copy everything but the removed entry, in one allocation of the final size.
+        let old = &shard.entries;
+        let mut entries = Vec::with_capacity(old.len() - 1);
+        entries.extend_from_slice(&old[..p]);
+        if p + 1 < old.len() {
+            // `swap_remove`'s order: the last entry takes the removed one's place.
+            entries.push(old[old.len() - 1].clone());
+            entries.extend_from_slice(&old[p + 1..old.len() - 1]);
+        }
+        let value = old[p].value.clone();
+        let mut copy = Shard {
+            index: [0; SLOTS],
+            entries,
+        };
+        copy.rebuild_index();
+        *shard = Arc::new(copy);
+        Some(value)
     }
 
-    /// Doubles the directory, splitting every shard on the next hash bit.
-    fn double(&mut self) {
-        let old = self.shards;
-        let mut dir = empty_dir(2 * old);
-        for i in 0..old {
-            let (mut low, mut high) = (Shard::new(), Shard::new());
-            for e in &self.dir[i / CHUNK][i % CHUNK].entries {
-                let side = if e.hash as usize & old == 0 {
-                    &mut low
-                } else {
-                    &mut high
-                };
-                side.entries.push(e.clone());
-            }
-            for (j, mut s) in [(i, low), (i + old, high)] {
-                s.entries.shrink_to_fit();
-                s.rebuild_index();
-                // The chunks are fresh, so `make_mut` does not copy.
-                Arc::make_mut(&mut dir[j / CHUNK])[j % CHUNK] = Arc::new(s);
-            }
+    /// Splits the next shard of the round on the round's hash bit: entries with the bit clear stay at
+    /// position `split`, the others move to `split + round`. Each half is a fresh allocation of its
+    /// exact size.
+    fn split_next(&mut self) {
+        let (low_at, high_at, bit) = (self.split, self.split + self.round, self.round);
+        if high_at / CHUNK >= self.dir.len() {
+            Arc::make_mut(&mut self.dir).push(empty_chunk());
         }
-        self.dir = Arc::new(dir);
-        self.shards = 2 * old;
+        let old = Arc::clone(&self.dir[low_at / CHUNK][low_at % CHUNK]);
+        let high_count = old
+            .entries
+            .iter()
+            .filter(|e| e.hash as usize & bit != 0)
+            .count();
+        let mut low = Shard {
+            index: [0; SLOTS],
+            entries: Vec::with_capacity(old.entries.len() - high_count),
+        };
+        let mut high = Shard {
+            index: [0; SLOTS],
+            entries: Vec::with_capacity(high_count),
+        };
+        for e in &old.entries {
+            let side = if e.hash as usize & bit == 0 {
+                &mut low
+            } else {
+                &mut high
+            };
+            side.entries.push(e.clone());
+        }
+        drop(old);
+        for (at, mut shard) in [(low_at, low), (high_at, high)] {
+            shard.rebuild_index();
+            *self.slot_mut(at) = Arc::new(shard);
+        }
+        self.split += 1;
+        if self.split == self.round {
+            self.round *= 2;
+            self.split = 0;
+        }
     }
 
     /// Every entry, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> + '_ {
-        (0..self.shards)
+        (0..self.shard_count())
             .flat_map(|i| &self.dir[i / CHUNK][i % CHUNK].entries)
             .map(|e| (&e.key, &e.value))
     }
@@ -327,7 +409,8 @@ mod tests {
             assert_eq!(t.insert(h(k), k, k * 2, |&x| x == k), None);
             model.insert(k, k * 2);
         }
-        assert!(t.shards > 64, "the directory doubled");
+        assert!(t.shard_count() > 64, "shards split");
+        assert!(t.split > 0, "in the middle of a round");
         for k in (0..5_000u64).step_by(3) {
             assert_eq!(t.remove(h(k), |&x| x == k), model.remove(&k));
         }
@@ -343,6 +426,22 @@ mod tests {
         let mut want: Vec<_> = model.into_iter().collect();
         want.sort_unstable();
         assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn grows_one_shard_at_a_time() {
+        let mut t: Table<u64, u64> = Table::default();
+        for k in 0..3_000u64 {
+            let before = t.shard_count();
+            t.insert(h(k), k, k, |&x| x == k);
+            assert!(t.shard_count() - before <= 1, "one split per insert at most");
+            assert!(t.len() <= t.shard_count() * SPLIT_AVG);
+            assert!(t.shard_count() <= t.len() / SPLIT_AVG + 1, "no shard count ahead of need");
+        }
+        // Every entry is still found after splits across several rounds.
+        for k in 0..3_000u64 {
+            assert_eq!(t.get(h(k), |&x| x == k), Some(&k));
+        }
     }
 
     #[test]
