@@ -73,9 +73,9 @@
 //! # Memory
 //!
 //! Measured at 1,000,000 entities with one key and short names (`docs/benchmarks.md`, resident memory
-//! after building the store with alteration batches): about 150 bytes per `{user}` and 115 per
+//! after building the store with alteration batches): about 100 bytes per `{user}` and 75 per
 //! `{client-id}` entity (one table entry with the hash, the name inline and the value inline, plus its
-//! share of the shard index), and about 300 bytes per `{user, client-id}` entity when every user has a
+//! share of the shard index), and about 195 bytes per `{user, client-id}` entity when every user has a
 //! single client, because each such user also keeps an entry of its own for its sub-quota sums.
 
 mod alter;
