@@ -434,9 +434,15 @@ mod tests {
         for k in 0..3_000u64 {
             let before = t.shard_count();
             t.insert(h(k), k, k, |&x| x == k);
-            assert!(t.shard_count() - before <= 1, "one split per insert at most");
+            assert!(
+                t.shard_count() - before <= 1,
+                "one split per insert at most"
+            );
             assert!(t.len() <= t.shard_count() * SPLIT_AVG);
-            assert!(t.shard_count() <= t.len() / SPLIT_AVG + 1, "no shard count ahead of need");
+            assert!(
+                t.shard_count() <= t.len() / SPLIT_AVG + 1,
+                "no shard count ahead of need"
+            );
         }
         // Every entry is still found after splits across several rounds.
         for k in 0..3_000u64 {
