@@ -554,8 +554,17 @@ impl Inner {
     }
 
     /// The limit of `value` in `key`'s unit on this broker, or `None` if it cannot be enforced (shares
-    /// without a capacity).
+    /// without a capacity). Inlined: most keys are already in this broker's terms.
+    #[inline]
     fn broker_limit(&self, bucket: &Bucket, key: QuotaKey, value: f64, now: u64) -> Option<f64> {
+        match key.unit() {
+            Unit::Bps | Unit::Shares => self.scaled_limit(bucket, key, value, now),
+            _ => Some(value),
+        }
+    }
+
+    /// [`Inner::broker_limit`] for the units that depend on the cluster: `bps` and `shares`.
+    fn scaled_limit(&self, bucket: &Bucket, key: QuotaKey, value: f64, now: u64) -> Option<f64> {
         match key.unit() {
             Unit::Bps => Some(value / f64::from(self.engine.broker_view().broker_count)),
             Unit::Shares => {
@@ -692,16 +701,10 @@ impl ClientMeter {
             };
             // One clock read per request, and none when no quota applies.
             let now = *now.get_or_insert_with(|| inner.clock.now_ms());
-            let limit = match key.unit() {
-                Unit::BrokerBps => q.limit,
-                _ => match inner.broker_limit(bucket, key, q.limit, now) {
-                    Some(limit) => limit,
-                    // Unenforced shares still count as activity for the split.
-                    None => {
-                        bucket.last_ms.store(now, Ordering::Relaxed);
-                        continue;
-                    }
-                },
+            let Some(limit) = inner.broker_limit(bucket, key, q.limit, now) else {
+                // Unenforced shares still count as activity for the split.
+                bucket.last_ms.store(now, Ordering::Relaxed);
+                continue;
             };
             let ms = inner.record_rate(bucket, limit, bytes as f64, None, now);
             if ms > longest.map_or(0, |(longest, _)| longest) {
