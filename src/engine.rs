@@ -63,6 +63,7 @@ pub struct EngineBuilder {
     broker_count: Option<u32>,
     producer_capacity: Option<f64>,
     consumer_capacity: Option<f64>,
+    no_resolve_cache: bool,
 }
 
 impl EngineBuilder {
@@ -87,6 +88,14 @@ impl EngineBuilder {
     /// This broker's `consumer_byte_rate` capacity in bytes/s, split among `shares` quotas.
     pub fn consumer_capacity(mut self, bytes_per_sec: f64) -> Self {
         self.consumer_capacity = Some(bytes_per_sec);
+        self
+    }
+
+    /// Whether [`Engine::resolve`] keeps each thread's recent answers (default `true`). The cache
+    /// makes resolving a connection's names again cost the same at any store size; each thread that
+    /// resolves holds a table of 656 KiB. Turning it off makes every resolve read the snapshot.
+    pub fn resolve_cache(mut self, enabled: bool) -> Self {
+        self.no_resolve_cache = !enabled;
         self
     }
 
@@ -116,9 +125,13 @@ impl EngineBuilder {
             consumer_capacity: self.consumer_capacity,
             subscribers: RwLock::new(Vec::new()),
             commits: AtomicU64::new(0),
+            id: (!self.no_resolve_cache).then(|| NEXT_ID.fetch_add(1, Ordering::Relaxed)),
         })
     }
 }
+
+/// The next engine's identity in the resolution cache (0 marks an empty slot).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Stores at least this large are freed off the writer's thread once replaced.
 const RETIRE_OFF_THREAD: usize = 50_000;
@@ -157,6 +170,8 @@ pub struct Engine {
     consumer_capacity: Option<f64>,
     subscribers: RwLock<Vec<Subscriber>>,
     commits: AtomicU64,
+    /// This engine's identity in the per-thread resolution cache, unless the cache is off.
+    id: Option<u64>,
 }
 
 impl Default for Engine {
@@ -193,8 +208,26 @@ impl Engine {
     /// The effective quotas of a connection, for the hot path: no allocation, no lock, and a cost that
     /// does not grow with the number of configured entities. An empty `client_id` matches no client-id
     /// level, and an empty `user` no user level, as in Kafka.
+    ///
+    /// Each thread keeps its recent answers (unless [`EngineBuilder::resolve_cache`] turned that
+    /// off), stamped with the engine's [`generation`](Engine::generation): resolving the same names
+    /// again costs one small-table lookup, and any commit makes every cached answer stale at once.
+    /// The first resolve on a thread allocates that thread's table; a user name and client-id longer
+    /// than 62 bytes together are always resolved from the snapshot.
     #[inline]
     pub fn resolve(&self, user: &str, client_id: &str) -> Resolved {
+        match self.id {
+            // The generation is read before the snapshot is loaded (see `cache`).
+            Some(id) => crate::cache::resolve(id, self.generation(), user, client_id, || {
+                self.resolve_snapshot(user, client_id)
+            }),
+            None => self.resolve_snapshot(user, client_id),
+        }
+    }
+
+    /// [`Engine::resolve`] from the current snapshot.
+    #[inline]
+    fn resolve_snapshot(&self, user: &str, client_id: &str) -> Resolved {
         let state = self.state.load();
         resolve::resolve(
             &state,

@@ -79,6 +79,7 @@
 //! single client, because each such user also keeps an entry of its own for its sub-quota sums.
 
 mod alter;
+mod cache;
 pub mod client;
 mod describe;
 mod engine;

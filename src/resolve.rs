@@ -163,7 +163,7 @@ pub struct Resolved {
 }
 
 impl Resolved {
-    const EMPTY: Resolved = Resolved {
+    pub(crate) const EMPTY: Resolved = Resolved {
         mask: 0,
         limits: [0.0; QuotaKey::CLIENT_COUNT],
         levels: [Level::UserClient; QuotaKey::CLIENT_COUNT],
@@ -183,6 +183,15 @@ impl Resolved {
     /// Every effective quota, in key order.
     pub fn iter(&self) -> impl Iterator<Item = Quota> + '_ {
         QuotaKey::client_keys().filter_map(|k| self.get(k))
+    }
+
+    /// Sets `key`'s quota (a test helper).
+    #[cfg(test)]
+    pub(crate) fn set(&mut self, key: QuotaKey, limit: f64, level: Level) {
+        let i = key.index();
+        self.mask |= 1 << i;
+        self.limits[i] = limit;
+        self.levels[i] = level;
     }
 
     /// Whether nothing limits this connection.

@@ -1,6 +1,7 @@
-//! Readers resolving while a writer alters never see half a batch or a broken sub-quota invariant.
+//! Readers resolving while a writer alters never see half a batch, a broken sub-quota invariant, or
+//! (through their per-thread caches) an answer older than an acknowledged commit.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
@@ -91,5 +92,82 @@ fn readers_never_see_half_a_batch() {
     for reader in readers {
         let checks = reader.join().expect("reader saw an inconsistent state");
         assert!(checks >= 1000);
+    }
+}
+
+/// Once `alter` has returned, no reader gets an answer older than that commit, although readers answer
+/// the same pair from their per-thread caches: an acknowledged change is never hidden by a cached one.
+#[test]
+fn cached_answers_never_outlive_an_acknowledged_commit() {
+    let engine = Arc::new(Engine::new());
+    let set = |v: u64| {
+        alter_ok(
+            &engine,
+            &[Alteration::new(&uc("u", "c")).set("producer_byte_rate", v as f64)],
+        )
+    };
+    set(1);
+    let acked = Arc::new(AtomicU64::new(1));
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (engine, acked, done) =
+                (Arc::clone(&engine), Arc::clone(&acked), Arc::clone(&done));
+            thread::spawn(move || {
+                let (mut last, mut reads) = (0.0, 0u64);
+                while !done.load(Ordering::Acquire) {
+                    let floor = acked.load(Ordering::Acquire) as f64;
+                    let r = engine.resolve("u", "c");
+                    let v = r
+                        .get(QuotaKey::PRODUCER_BROKER_BPS)
+                        .expect("configured")
+                        .limit;
+                    assert!(v >= floor, "read {v} after {floor} was acknowledged");
+                    assert!(v >= last, "read {v} after reading {last}");
+                    last = v;
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    for v in 2..=3_000 {
+        set(v);
+        acked.store(v, Ordering::Release);
+    }
+    done.store(true, Ordering::Release);
+    for reader in readers {
+        assert!(reader.join().expect("a reader saw a stale answer") > 0);
+    }
+    let r = engine.resolve("u", "c");
+    assert_eq!(r.get(QuotaKey::PRODUCER_BROKER_BPS).unwrap().limit, 3_000.0);
+}
+
+/// Engines used from one thread keep their answers apart, with the cache on or off.
+#[test]
+fn engines_sharing_a_thread_keep_their_own_answers() {
+    let engines: Vec<Engine> = (0..3)
+        .map(|i| {
+            let engine = Engine::builder()
+                .resolve_cache(i != 2)
+                .build()
+                .expect("valid settings");
+            alter_ok(
+                &engine,
+                &[Alteration::new(&uc("u", "c")).set("producer_byte_rate", f64::from(i + 1))],
+            );
+            engine
+        })
+        .collect();
+    for round in 0..3 {
+        for (i, engine) in engines.iter().enumerate() {
+            let r = engine.resolve("u", "c");
+            let want = (i + 1) as f64;
+            assert_eq!(
+                r.get(QuotaKey::PRODUCER_BROKER_BPS).unwrap().limit,
+                want,
+                "round {round}"
+            );
+        }
     }
 }

@@ -189,6 +189,8 @@ fn check_state(engine: &Engine, model: &Oracle) -> Result<(), TestCaseError> {
                 );
             }
             prop_assert_eq!(resolved.is_empty(), expected.is_empty());
+            // Again, now from this thread's cache (filled above unless the names are too long).
+            prop_assert_eq!(engine.resolve(user, client), resolved);
         }
     }
     for ip in IPS {
