@@ -9,6 +9,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
+use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, RwLock};
 
 use crate::alter::{self, AlterResult, Alteration};
@@ -124,7 +125,7 @@ impl EngineBuilder {
             producer_capacity: self.producer_capacity,
             consumer_capacity: self.consumer_capacity,
             subscribers: RwLock::new(Vec::new()),
-            commits: AtomicU64::new(0),
+            commits: CachePadded::new(AtomicU64::new(0)),
             id: (!self.no_resolve_cache).then(|| NEXT_ID.fetch_add(1, Ordering::Relaxed)),
         })
     }
@@ -169,7 +170,9 @@ pub struct Engine {
     producer_capacity: Option<f64>,
     consumer_capacity: Option<f64>,
     subscribers: RwLock<Vec<Subscriber>>,
-    commits: AtomicU64,
+    /// Read by every resolve, so on a line of its own: writes to neighbouring memory (the `Arc`
+    /// count of a shared engine, the writer lock) must not pull it away from the readers' caches.
+    commits: CachePadded<AtomicU64>,
     /// This engine's identity in the per-thread resolution cache, unless the cache is off.
     id: Option<u64>,
 }
