@@ -4,19 +4,25 @@
 //! (user, client-id) pairs, whatever the number of configured entities. Resolving one from the
 //! snapshot follows three hash-table probes into a store that, at a million entities, is spread over
 //! a few hundred megabytes, so each probe waits on cache and TLB misses. This cache keeps each
-//! thread's recent answers in one compact table instead: a hit hashes the two names, reads one tag
-//! line and one slot, compares the names and copies the answer out.
+//! thread's recent answers in one compact table instead: a hit hashes the two names, reads one
+//! 32-byte line of tags and one 160-byte slot, compares the names and copies the answer out.
 //!
-//! Every slot is stamped with the engine it came from and that engine's generation (its commit
-//! count), and a slot answers only when both still match. A commit therefore invalidates every cached
-//! answer at once, with no work and no coordination: the next resolve of each pair simply misses.
-//! The generation is read before the snapshot is loaded, and an engine bumps it only after it has
-//! published the new snapshot, so an answer is never stamped with a generation newer than the
-//! snapshot it was computed from.
+//! Every slot is stamped with its engine and with the generation of the snapshot its answer was
+//! computed from, and a lookup asks for the engine's *announced* generation: an engine raises it just
+//! before publishing a snapshot (and its public [`crate::Engine::generation`] just after). So:
 //!
-//! Each thread allocates its table (4,096 slots of 160 bytes, 656 KiB) on its first cached resolve;
-//! after that a resolve allocates nothing. Pairs whose names together exceed [`NAME_BYTES`] are not
-//! cached.
+//! - all answers under one stamp come from one snapshot, never a mix of two;
+//! - a thread that has seen a snapshot, through any answer, reads at least its generation afterwards,
+//!   so it never again gets an older snapshot's cached answer: answers do not go backwards;
+//! - once `alter` has returned, every lookup asks for that commit's generation or a later one.
+//!
+//! A miss in the short time between the announcement and the publication computes from the previous
+//! snapshot and files the answer under that snapshot's generation, where nobody will ask for it: the
+//! next lookup misses again. A commit makes every cached answer stale at once, with no work and no
+//! coordination.
+//!
+//! Each thread allocates its table (4,096 slots, 656 KiB) on its first cached resolve; after that a
+//! resolve allocates nothing. Pairs whose names together exceed [`NAME_BYTES`] are not cached.
 
 use std::cell::RefCell;
 use std::hash::{BuildHasher, Hash, Hasher as _};
@@ -67,11 +73,16 @@ impl Slot {
     }
 }
 
-/// A thread's table: per bucket, a line of tags (part of each slot's hash; 0 is an empty way) and the
-/// slots themselves.
+/// A bucket's tags: part of each way's hash, 0 for an empty way. Aligned so that they never straddle
+/// two cache lines.
+#[derive(Clone, Copy)]
+#[repr(align(32))]
+struct Tags([u32; WAYS]);
+
+/// A thread's table: per bucket, its tags and its slots.
 struct Table {
     hasher: foldhash::fast::RandomState,
-    tags: Box<[[u32; WAYS]]>,
+    tags: Box<[Tags]>,
     slots: Box<[[Slot; WAYS]]>,
     /// The way the next eviction replaces, rotating, so that no pair in an overfull bucket is
     /// always the one evicted.
@@ -82,14 +93,15 @@ impl Table {
     fn new() -> Box<Table> {
         Box::new(Table {
             hasher: foldhash::fast::RandomState::default(),
-            tags: vec![[0; WAYS]; BUCKETS].into_boxed_slice(),
+            tags: vec![Tags([0; WAYS]); BUCKETS].into_boxed_slice(),
             slots: vec![[Slot::EMPTY; WAYS]; BUCKETS].into_boxed_slice(),
             victim: 0,
         })
     }
 
-    /// Writes the answer for `(user, client)` to `out`: the cached one, or `resolve`'s, which is then
-    /// cached. (An out-parameter, so that the 80-byte answer is copied once.)
+    /// Writes the answer for `(user, client)` at `generation` to `out`: the cached one, or `resolve`'s,
+    /// which is then cached under the generation `resolve` reports. (An out-parameter, so that the
+    /// 80-byte answer is copied once.)
     #[inline]
     fn lookup(
         &mut self,
@@ -98,7 +110,7 @@ impl Table {
         generation: u64,
         user: &str,
         client: &str,
-        resolve: impl FnOnce() -> Resolved,
+        resolve: impl FnOnce() -> (Resolved, u64),
     ) {
         let mut h = self.hasher.build_hasher();
         engine.hash(&mut h);
@@ -108,7 +120,7 @@ impl Table {
         let bucket = hash as usize & (BUCKETS - 1);
         let tag = ((hash >> 32) as u32).max(1);
         let (user_bytes, client_bytes) = (user.as_bytes(), client.as_bytes());
-        let tags = &mut self.tags[bucket];
+        let tags = &mut self.tags[bucket].0;
         let slots = &mut self.slots[bucket];
         let mut empty = None;
         let mut same_key = None;
@@ -131,9 +143,10 @@ impl Table {
         });
         let u = user_bytes.len();
         let slot = &mut slots[way];
-        slot.resolved = resolve();
+        let (resolved, computed_at) = resolve();
+        slot.resolved = resolved;
         slot.engine = engine;
-        slot.generation = generation;
+        slot.generation = computed_at;
         // Both fit: the caller checked the total against `NAME_BYTES`.
         slot.user_len = u as u8;
         slot.client_len = client_bytes.len() as u8;
@@ -148,18 +161,19 @@ thread_local! {
     static TABLE: RefCell<Option<Box<Table>>> = const { RefCell::new(None) };
 }
 
-/// The answer for `(user, client)` of engine `engine` at `generation`: from this thread's cache, or
-/// from `resolve` (which must load the snapshot only now, after `generation` was read), then cached.
+/// The answer for `(user, client)` of engine `engine` at its announced generation `generation`: from
+/// this thread's cache, or from `resolve`, which loads the snapshot (only now, after `generation` was
+/// read) and returns its answer and that snapshot's generation.
 #[inline]
 pub(crate) fn resolve(
     engine: u64,
     generation: u64,
     user: &str,
     client: &str,
-    resolve: impl FnOnce() -> Resolved,
+    resolve: impl FnOnce() -> (Resolved, u64),
 ) -> Resolved {
     if user.len() + client.len() > NAME_BYTES {
-        return resolve();
+        return resolve().0;
     }
     let mut out = Resolved::EMPTY;
     let mut resolve = Some(resolve);
@@ -173,7 +187,7 @@ pub(crate) fn resolve(
     });
     match resolve {
         // The thread is shutting down (its table is gone) or the table is busy: skip the cache.
-        Some(resolve) => resolve(),
+        Some(resolve) => resolve().0,
         None => out,
     }
 }
@@ -182,6 +196,7 @@ pub(crate) fn resolve(
 mod tests {
     use super::*;
     use crate::key::QuotaKey;
+    use std::cell::Cell;
 
     /// A distinct answer per `n`: the producer limit is `n`.
     fn answer(n: u32) -> Resolved {
@@ -198,29 +213,83 @@ mod tests {
         r.get(QuotaKey::PRODUCER_BPS).expect("set").limit
     }
 
+    /// Looks `(u, c)` up at `generation`; on a miss, answers `n` as computed at `generation`.
+    fn get(
+        t: &mut Table,
+        calls: &Cell<u32>,
+        engine: u64,
+        generation: u64,
+        u: &str,
+        c: &str,
+        n: u32,
+    ) -> f64 {
+        let mut out = Resolved::EMPTY;
+        t.lookup(&mut out, engine, generation, u, c, || {
+            calls.set(calls.get() + 1);
+            (answer(n), generation)
+        });
+        limit(&out)
+    }
+
     #[test]
     fn hits_only_for_the_same_engine_generation_and_names() {
         let mut t = Table::new();
-        let calls = std::cell::Cell::new(0);
-        let get = |t: &mut Table, engine, generation, u: &str, c: &str, n| {
-            let mut out = Resolved::EMPTY;
-            t.lookup(&mut out, engine, generation, u, c, || {
-                calls.set(calls.get() + 1);
-                answer(n)
-            });
-            limit(&out)
-        };
-        assert_eq!(get(&mut t, 1, 0, "alice", "app", 1), 1.0);
-        assert_eq!(get(&mut t, 1, 0, "alice", "app", 2), 1.0, "cached");
-        assert_eq!(get(&mut t, 1, 1, "alice", "app", 3), 3.0, "new generation");
-        assert_eq!(get(&mut t, 1, 1, "alice", "app", 4), 3.0);
-        assert_eq!(get(&mut t, 2, 1, "alice", "app", 5), 5.0, "other engine");
-        // Where the user name ends matters, not just the concatenation.
-        assert_eq!(get(&mut t, 1, 1, "alic", "eapp", 6), 6.0);
-        assert_eq!(get(&mut t, 1, 1, "", "aliceapp", 7), 7.0);
-        assert_eq!(get(&mut t, 1, 1, "aliceapp", "", 8), 8.0);
-        assert_eq!(get(&mut t, 1, 1, "alice", "app", 9), 3.0);
+        let calls = Cell::new(0);
+        let t = &mut t;
+        assert_eq!(get(t, &calls, 1, 0, "alice", "app", 1), 1.0);
+        assert_eq!(get(t, &calls, 1, 0, "alice", "app", 2), 1.0, "cached");
+        assert_eq!(
+            get(t, &calls, 1, 1, "alice", "app", 3),
+            3.0,
+            "new generation"
+        );
+        assert_eq!(get(t, &calls, 1, 1, "alice", "app", 4), 3.0);
+        assert_eq!(get(t, &calls, 2, 1, "alice", "app", 5), 5.0, "other engine");
+        assert_eq!(get(t, &calls, 1, 1, "alic", "eapp", 6), 6.0);
+        assert_eq!(get(t, &calls, 1, 1, "", "aliceapp", 7), 7.0);
+        assert_eq!(get(t, &calls, 1, 1, "aliceapp", "", 8), 8.0);
+        assert_eq!(get(t, &calls, 1, 1, "alice", "app", 9), 3.0);
         assert_eq!(calls.get(), 6);
+    }
+
+    /// The slot check itself, apart from the hash (which in the test above mostly sends different
+    /// keys to different buckets anyway).
+    #[test]
+    fn a_slot_answers_only_its_own_engine_generation_and_names() {
+        let mut slot = Slot::EMPTY;
+        slot.engine = 4;
+        slot.generation = 9;
+        slot.user_len = 5;
+        slot.client_len = 3;
+        slot.names[..8].copy_from_slice(b"aliceapp");
+        assert!(slot.answers(4, 9, b"alice", b"app"));
+        assert!(!slot.answers(5, 9, b"alice", b"app"), "other engine");
+        assert!(!slot.answers(4, 8, b"alice", b"app"), "other generation");
+        assert!(
+            !slot.answers(4, 9, b"alic", b"eapp"),
+            "same bytes, split elsewhere"
+        );
+        assert!(!slot.answers(4, 9, b"aliceapp", b""));
+        assert!(!slot.answers(4, 9, b"alice", b"apq"));
+        assert!(!slot.answers(4, 9, b"alicf", b"app"));
+        assert!(
+            !Slot::EMPTY.answers(1, 0, b"", b""),
+            "an empty slot answers no engine"
+        );
+    }
+
+    /// An answer computed from an older snapshot than the one asked for is filed under the older
+    /// generation: nobody asking for the newer one gets it.
+    #[test]
+    fn answers_are_filed_under_the_snapshot_they_came_from() {
+        let mut t = Table::new();
+        let mut out = Resolved::EMPTY;
+        t.lookup(&mut out, 1, 5, "u", "c", || (answer(4), 4));
+        assert_eq!(limit(&out), 4.0, "the older snapshot's answer, returned");
+        t.lookup(&mut out, 1, 5, "u", "c", || (answer(5), 5));
+        assert_eq!(limit(&out), 5.0, "not answered from generation 4's slot");
+        t.lookup(&mut out, 1, 5, "u", "c", || unreachable!("cached at 5 now"));
+        assert_eq!(limit(&out), 5.0);
     }
 
     #[test]
@@ -229,41 +298,53 @@ mod tests {
         let pairs: Vec<(String, String)> = (0..1_000)
             .map(|i| (format!("user-{i}"), format!("client-{i}")))
             .collect();
-        let mut misses = 0;
+        let misses = Cell::new(0);
         for round in 0..3 {
             for (i, (u, c)) in pairs.iter().enumerate() {
-                let mut out = Resolved::EMPTY;
-                t.lookup(&mut out, 7, 0, u, c, || {
-                    misses += 1;
-                    answer(i as u32)
-                });
-                assert_eq!(limit(&out), i as f64, "round {round}, pair {i}");
+                let got = get(&mut t, &misses, 7, 0, u, c, i as u32);
+                assert_eq!(got, i as f64, "round {round}, pair {i}");
             }
         }
         // The first round fills the table; later rounds miss only in buckets holding more than
         // `WAYS` of the pairs, which a thousand pairs in 512 buckets almost never produce.
+        let misses = misses.get();
         assert!((1_000..1_100).contains(&misses), "{misses} misses");
     }
 
     #[test]
     fn long_names_bypass_the_cache() {
+        let calls = Cell::new(0);
+        let count = || {
+            calls.set(calls.get() + 1);
+            (answer(1), 0)
+        };
         let long = "x".repeat(NAME_BYTES);
-        let mut calls = 0;
-        for _ in 0..2 {
-            resolve(3, 0, &long, "c", || {
-                calls += 1;
-                answer(1)
-            });
-        }
-        assert_eq!(calls, 2);
+        resolve(3, 0, &long, "c", count);
+        resolve(3, 0, &long, "c", count);
+        assert_eq!(calls.get(), 2);
         let fits = "x".repeat(NAME_BYTES - 1);
-        for _ in 0..2 {
-            resolve(3, 0, &fits, "c", || {
-                calls += 1;
-                answer(1)
-            });
-        }
-        assert_eq!(calls, 3);
+        resolve(3, 0, &fits, "c", count);
+        resolve(3, 0, &fits, "c", count);
+        assert_eq!(calls.get(), 3);
+    }
+
+    /// While the thread's table is borrowed (which the engine never does), resolving skips the cache
+    /// rather than failing.
+    #[test]
+    fn a_busy_table_is_skipped() {
+        let calls = Cell::new(0);
+        let count = || {
+            calls.set(calls.get() + 1);
+            (answer(2), 0)
+        };
+        resolve(6, 0, "u", "c", count);
+        TABLE.with(|table| {
+            let _busy = table.borrow_mut();
+            assert_eq!(limit(&resolve(6, 0, "u", "c", count)), 2.0);
+        });
+        assert_eq!(calls.get(), 2);
+        resolve(6, 0, "u", "c", count);
+        assert_eq!(calls.get(), 2, "cached again once the table is free");
     }
 
     #[test]

@@ -125,9 +125,31 @@ impl EngineBuilder {
             producer_capacity: self.producer_capacity,
             consumer_capacity: self.consumer_capacity,
             subscribers: RwLock::new(Vec::new()),
-            commits: CachePadded::new(AtomicU64::new(0)),
+            generations: CachePadded::default(),
             id: (!self.no_resolve_cache).then(|| NEXT_ID.fetch_add(1, Ordering::Relaxed)),
         })
+    }
+}
+
+/// The newest snapshot's generation, counted twice around its publication.
+#[derive(Debug, Default)]
+struct Generations {
+    /// Raised just before a snapshot is published: whoever has seen a snapshot reads at least its
+    /// generation here afterwards. The resolution cache answers only for this generation, with
+    /// answers computed from exactly that snapshot (see `cache`).
+    announced: AtomicU64,
+    /// Raised just after: whoever reads a generation here sees at least that snapshot afterwards.
+    /// This is [`Engine::generation`], for hosts that cache answers themselves.
+    published: AtomicU64,
+}
+
+impl Generations {
+    /// Publishes `next` (whose `generation` is set) through `state`.
+    fn publish(&self, state: &ArcSwap<State>, next: State) {
+        let generation = next.generation;
+        self.announced.store(generation, Ordering::Release);
+        state.store(Arc::new(next));
+        self.published.store(generation, Ordering::Release);
     }
 }
 
@@ -170,9 +192,9 @@ pub struct Engine {
     producer_capacity: Option<f64>,
     consumer_capacity: Option<f64>,
     subscribers: RwLock<Vec<Subscriber>>,
-    /// Read by every resolve, so on a line of its own: writes to neighbouring memory (the `Arc`
-    /// count of a shared engine, the writer lock) must not pull it away from the readers' caches.
-    commits: CachePadded<AtomicU64>,
+    /// Read by every resolve, so on a line of their own: writes to neighbouring memory (the `Arc`
+    /// count of a shared engine, the writer lock) must not pull them away from the readers' caches.
+    generations: CachePadded<Generations>,
     /// This engine's identity in the per-thread resolution cache, unless the cache is off.
     id: Option<u64>,
 }
@@ -208,32 +230,36 @@ impl Engine {
         self.policy
     }
 
-    /// The effective quotas of a connection, for the hot path: no allocation, no lock, and a cost that
-    /// does not grow with the number of configured entities. An empty `client_id` matches no client-id
-    /// level, and an empty `user` no user level, as in Kafka.
+    /// The effective quotas of a connection, for the hot path: no lock, no allocation once the thread
+    /// has resolved before, and a cost that does not grow with the number of configured entities. An
+    /// empty `client_id` matches no client-id level, and an empty `user` no user level, as in Kafka.
     ///
     /// Each thread keeps its recent answers (unless [`EngineBuilder::resolve_cache`] turned that
-    /// off), stamped with the engine's [`generation`](Engine::generation): resolving the same names
-    /// again costs one small-table lookup, and any commit makes every cached answer stale at once.
-    /// The first resolve on a thread allocates that thread's table; a user name and client-id longer
-    /// than 62 bytes together are always resolved from the snapshot.
+    /// off), each stamped with the snapshot it came from: resolving the same names again costs one
+    /// small-table lookup, and a commit makes every cached answer stale at once. Answers never go
+    /// backwards on a thread, and once [`Engine::alter`] has returned no thread gets an answer from
+    /// before it. The first resolve on a thread allocates that thread's table; a user name and
+    /// client-id longer than 62 bytes together are always resolved from the snapshot.
     #[inline]
     pub fn resolve(&self, user: &str, client_id: &str) -> Resolved {
         match self.id {
-            // The generation is read before the snapshot is loaded (see `cache`).
-            Some(id) => crate::cache::resolve(id, self.generation(), user, client_id, || {
-                self.resolve_snapshot(user, client_id)
-            }),
-            None => self.resolve_snapshot(user, client_id),
+            Some(id) => {
+                // Read before the snapshot is loaded (see `cache`).
+                let announced = self.generations.announced.load(Ordering::Acquire);
+                crate::cache::resolve(id, announced, user, client_id, || {
+                    let state = self.state.load();
+                    (self.resolve_in(&state, user, client_id), state.generation)
+                })
+            }
+            None => self.resolve_in(&self.state.load(), user, client_id),
         }
     }
 
-    /// [`Engine::resolve`] from the current snapshot.
+    /// [`Engine::resolve`] in `state`.
     #[inline]
-    fn resolve_snapshot(&self, user: &str, client_id: &str) -> Resolved {
-        let state = self.state.load();
+    fn resolve_in(&self, state: &State, user: &str, client_id: &str) -> Resolved {
         resolve::resolve(
-            &state,
+            state,
             self.policy == SubQuotaPolicy::Kip55,
             Some(user),
             ClientArg::from_client_id(client_id),
@@ -309,9 +335,10 @@ impl Engine {
                 persist(&changes)?;
                 let mut next = State::clone(&current);
                 alter::apply(&mut next, &plan.changes);
-                self.state.store(Arc::new(next));
+                let seq = current.generation + 1;
+                next.generation = seq;
+                self.generations.publish(&self.state, next);
                 retire(current);
-                let seq = self.commits.fetch_add(1, Ordering::AcqRel) + 1;
                 let notes = plan
                     .changes
                     .iter()
@@ -355,8 +382,8 @@ impl Engine {
         let count = entries.len();
         let mut next = State::default();
         alter::load(&mut next, entries, self.policy)?;
-        self.state.store(Arc::new(next));
-        self.commits.fetch_add(1, Ordering::AcqRel);
+        next.generation = current.generation + 1;
+        self.generations.publish(&self.state, next);
         Ok(count)
     }
 
@@ -371,7 +398,7 @@ impl Engine {
     /// changes something, so a host that caches [`Resolved`] values re-resolves when it moves.
     #[inline]
     pub fn generation(&self) -> u64 {
-        self.commits.load(Ordering::Acquire)
+        self.generations.published.load(Ordering::Acquire)
     }
 
     /// How many entities have at least one quota configured.

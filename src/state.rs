@@ -364,6 +364,8 @@ pub(crate) struct State {
     pub(crate) default_ip: NodeQuotas,
     /// How many entities have at least one key.
     pub(crate) entity_count: usize,
+    /// The commit that published this snapshot (0 for an engine's first, empty one).
+    pub(crate) generation: u64,
 }
 
 impl Default for State {
@@ -379,6 +381,7 @@ impl Default for State {
             ips: Map::new(hasher),
             default_ip: NodeQuotas::default(),
             entity_count: 0,
+            generation: 0,
         }
     }
 }

@@ -11,9 +11,33 @@ use proptest::test_runner::TestCaseError;
 use crate::oracle::{self, Change, Oracle, CLIENT_KEYS};
 
 /// Names for entities: the literal name "<default>" is an ordinary name, and names are opaque UTF-8.
-const NAMES: [&str; 6] = ["alice", "bob", "<default>", "ü", "☃", "a b"];
+/// The two long ones straddle the resolution cache's limit (62 bytes of user name and client-id
+/// together): 31 + 31 bytes are cached, 31 + 32 and 32 + 32 are not.
+const NAMES: [&str; 8] = [
+    "alice",
+    "bob",
+    "<default>",
+    "ü",
+    "☃",
+    "a b",
+    LONG_31,
+    LONG_32,
+];
 /// Names for queries: the entity names, one with no entries, and the empty name.
-const QUERY_NAMES: [&str; 8] = ["alice", "bob", "<default>", "ü", "☃", "a b", "carol", ""];
+const QUERY_NAMES: [&str; 10] = [
+    "alice",
+    "bob",
+    "<default>",
+    "ü",
+    "☃",
+    "a b",
+    LONG_31,
+    LONG_32,
+    "carol",
+    "",
+];
+const LONG_31: &str = "☃☃☃☃☃☃☃☃☃☃x";
+const LONG_32: &str = "☃☃☃☃☃☃☃☃☃☃xy";
 const IPS: [&str; 3] = ["10.0.0.1", "::1", "10.0.0.2"];
 const POLICIES: [SubQuotaPolicy; 2] = [SubQuotaPolicy::Kip55, SubQuotaPolicy::Kafka];
 
