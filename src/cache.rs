@@ -42,7 +42,7 @@ pub(crate) const NAME_BYTES: usize = 62;
 struct Slot {
     /// The engine the answer came from (see [`crate::Engine`]'s `id`), 0 for an empty slot.
     engine: u64,
-    /// That engine's generation when the answer was computed.
+    /// The generation of the snapshot the answer was computed from.
     generation: u64,
     user_len: u8,
     client_len: u8,
