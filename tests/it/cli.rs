@@ -11,7 +11,8 @@ use crate::common::{temp_dir, Kquotad};
 
 /// A `kquotad` for the tools to talk to.
 fn start() -> Kquotad {
-    Kquotad::start(&temp_dir("cli"), &[])
+    let dir = temp_dir("cli");
+    Kquotad::start(&dir, &[]).owning(dir)
 }
 
 fn kafka_quotas(server: &Kquotad, args: &[&str]) -> Run {

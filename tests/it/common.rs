@@ -51,17 +51,63 @@ pub(crate) fn kquotad_exit(args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
-pub(crate) fn temp_dir(what: &str) -> PathBuf {
+/// A fresh scratch directory path for one test (see [`TempDir`]); the directory is not created.
+pub(crate) fn temp_dir(what: &str) -> TempDir {
     let n = DIRS.fetch_add(1, Ordering::SeqCst);
     let dir = std::env::temp_dir().join(format!("kquota-it-{what}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    dir
+    TempDir(dir)
+}
+
+/// A test's scratch directory, `kquota-it-<what>-<pid>-<n>` under the system's temporary directory.
+/// Dropping it removes the directory and the files the tests put beside it under its name
+/// (`<dir>.log`, `<dir>.<name>.properties`), unless the test is failing: then they stay for a look.
+pub(crate) struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TempDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
+        let (Some(parent), Some(name)) = (self.0.parent(), self.0.file_name()) else {
+            return;
+        };
+        let prefix = format!("{}.", name.to_string_lossy());
+        for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
 }
 
 /// A running `kquotad` on a free loopback port; killed when dropped.
 pub(crate) struct Kquotad {
     pub(crate) child: Child,
     pub(crate) addr: SocketAddr,
+    /// A scratch directory removed after the server is killed, for servers that own theirs.
+    scratch: Option<TempDir>,
 }
 
 impl Kquotad {
@@ -117,7 +163,20 @@ impl Kquotad {
                 .unwrap_or_else(|| panic!("unexpected listener line {line:?}"));
             bound.push((name.to_owned(), addr.parse().unwrap()));
         }
-        (Kquotad { child, addr }, bound)
+        (
+            Kquotad {
+                child,
+                addr,
+                scratch: None,
+            },
+            bound,
+        )
+    }
+
+    /// Hands the server its data directory, to be removed once the server is gone.
+    pub(crate) fn owning(mut self, dir: TempDir) -> Kquotad {
+        self.scratch = Some(dir);
+        self
     }
 
     /// The server's log so far.

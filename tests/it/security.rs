@@ -24,14 +24,14 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, SanType,
 };
 
-use crate::common::{kquotad_exit, temp_dir, Kquotad};
+use crate::common::{kquotad_exit, temp_dir, Kquotad, TempDir};
 
 const ADMIN_PASSWORD: &str = "admin-secret";
 const ALICE_PASSWORD: &str = "alice pa$$word";
 
 /// A CA and the certificates signed by it, written as PEM files in a directory.
 struct Pki {
-    dir: PathBuf,
+    dir: TempDir,
 }
 
 impl Pki {
@@ -159,7 +159,7 @@ fn credentials(dir: &Path) -> PathBuf {
 /// A server with all four listeners.
 struct Secured {
     server: Kquotad,
-    dir: PathBuf,
+    dir: TempDir,
     pki: Pki,
     plaintext: SocketAddr,
     ssl: SocketAddr,
@@ -175,7 +175,7 @@ impl Secured {
         Secured::start_in(dir, pki, &creds, extra)
     }
 
-    fn start_in(dir: PathBuf, pki: Pki, creds: &Path, extra: &[&str]) -> Secured {
+    fn start_in(dir: TempDir, pki: Pki, creds: &Path, extra: &[&str]) -> Secured {
         let props = format!(
             "super.users=User:admin;User:CN=admin,OU=ops,O=acme\n\
              sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512\n\

@@ -2,7 +2,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -14,10 +13,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
-use crate::common::{kquotad_exit, temp_dir, Kquotad};
+use crate::common::{kquotad_exit, temp_dir, Kquotad, TempDir};
 
 /// A fresh data directory.
-fn data_dir() -> PathBuf {
+fn data_dir() -> TempDir {
     temp_dir("server")
 }
 
@@ -303,7 +302,8 @@ fn bad_flags_and_files_exit_with_a_message() {
         err.contains("kquota.broker.count=0: must be a whole number ≥ 1"),
         "{err}"
     );
-    let file = data_dir().with_extension("properties");
+    let scratch = data_dir();
+    let file = scratch.with_extension("properties");
     std::fs::write(
         &file,
         "listeners=PLAINTEXT://127.0.0.1:0
