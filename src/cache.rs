@@ -21,8 +21,11 @@
 //! next lookup misses again. A commit makes every cached answer stale at once, with no work and no
 //! coordination.
 //!
-//! Each thread allocates its table (4,096 slots, 656 KiB) on its first cached resolve; after that a
-//! resolve allocates nothing. Pairs whose names together exceed [`NAME_BYTES`] are not cached.
+//! Each thread allocates its table (4,096 slots, 752 KiB) on its first cached resolve. Names of up to
+//! [`INLINE_BYTES`] together live in the slot; longer pairs (mTLS principals are often long) keep
+//! theirs in a buffer beside the slot, which grows only when the slot meets a longer pair than
+//! before, so in a steady state a resolve allocates nothing. Pairs longer than [`NAME_BYTES`] are
+//! not cached, which bounds those buffers to 2 MiB per thread.
 
 use std::cell::RefCell;
 use std::hash::{BuildHasher, Hash, Hasher as _};
@@ -34,8 +37,10 @@ use crate::resolve::Resolved;
 const WAYS: usize = 8;
 /// Buckets per thread (a power of two): 4,096 slots in all.
 const BUCKETS: usize = 512;
-/// The longest user name plus client-id a slot holds; longer pairs resolve from the snapshot.
-pub(crate) const NAME_BYTES: usize = 62;
+/// The longest user name plus client-id a slot holds inline; longer pairs use its side buffer.
+pub(crate) const INLINE_BYTES: usize = 60;
+/// The longest user name plus client-id cached at all; longer pairs resolve from the snapshot.
+pub(crate) const NAME_BYTES: usize = 512;
 
 /// One cached answer.
 #[derive(Clone, Copy)]
@@ -44,10 +49,10 @@ struct Slot {
     engine: u64,
     /// The generation of the snapshot the answer was computed from.
     generation: u64,
-    user_len: u8,
-    client_len: u8,
-    /// The user name followed by the client-id.
-    names: [u8; NAME_BYTES],
+    user_len: u16,
+    client_len: u16,
+    /// The user name followed by the client-id, if they fit; else they are in the side buffer.
+    names: [u8; INLINE_BYTES],
     resolved: Resolved,
 }
 
@@ -57,19 +62,34 @@ impl Slot {
         generation: 0,
         user_len: 0,
         client_len: 0,
-        names: [0; NAME_BYTES],
+        names: [0; INLINE_BYTES],
         resolved: Resolved::EMPTY,
     };
 
+    /// Whether the slot holds the answer for these names at this engine and generation; `long` is the
+    /// slot's side buffer.
     #[inline]
-    fn answers(&self, engine: u64, generation: u64, user: &[u8], client: &[u8]) -> bool {
-        let u = usize::from(self.user_len);
-        self.engine == engine
-            && self.generation == generation
-            && u == user.len()
-            && usize::from(self.client_len) == client.len()
-            && self.names[..u] == *user
-            && self.names[u..u + client.len()] == *client
+    fn answers(
+        &self,
+        long: &[u8],
+        engine: u64,
+        generation: u64,
+        user: &[u8],
+        client: &[u8],
+    ) -> bool {
+        let (u, c) = (usize::from(self.user_len), usize::from(self.client_len));
+        if self.engine != engine
+            || self.generation != generation
+            || u != user.len()
+            || c != client.len()
+        {
+            return false;
+        }
+        if u + c <= INLINE_BYTES {
+            self.names[..u] == *user && self.names[u..u + c] == *client
+        } else {
+            long.len() == u + c && long[..u] == *user && long[u..] == *client
+        }
     }
 }
 
@@ -79,11 +99,14 @@ impl Slot {
 #[repr(align(32))]
 struct Tags([u32; WAYS]);
 
-/// A thread's table: per bucket, its tags and its slots.
+/// A thread's table: per bucket, its tags, its slots and the slots' side buffers.
 struct Table {
     hasher: foldhash::fast::RandomState,
     tags: Box<[Tags]>,
     slots: Box<[[Slot; WAYS]]>,
+    /// The names of pairs longer than [`INLINE_BYTES`], per slot; kept apart so that the slots of
+    /// short pairs stay small.
+    long: Box<[[Vec<u8>; WAYS]]>,
     /// The way the next eviction replaces, rotating, so that no pair in an overfull bucket is
     /// always the one evicted.
     victim: usize,
@@ -95,6 +118,7 @@ impl Table {
             hasher: foldhash::fast::RandomState::default(),
             tags: vec![Tags([0; WAYS]); BUCKETS].into_boxed_slice(),
             slots: vec![[Slot::EMPTY; WAYS]; BUCKETS].into_boxed_slice(),
+            long: vec![std::array::from_fn(|_| Vec::new()); BUCKETS].into_boxed_slice(),
             victim: 0,
         })
     }
@@ -122,12 +146,13 @@ impl Table {
         let (user_bytes, client_bytes) = (user.as_bytes(), client.as_bytes());
         let tags = &mut self.tags[bucket].0;
         let slots = &mut self.slots[bucket];
+        let long = &mut self.long[bucket];
         let mut empty = None;
         let mut same_key = None;
         for way in 0..WAYS {
             if tags[way] == tag {
                 let slot = &slots[way];
-                if slot.answers(engine, generation, user_bytes, client_bytes) {
+                if slot.answers(&long[way], engine, generation, user_bytes, client_bytes) {
                     *out = slot.resolved;
                     return;
                 }
@@ -141,17 +166,24 @@ impl Table {
             self.victim = (self.victim + 1) % WAYS;
             self.victim
         });
-        let u = user_bytes.len();
+        let (u, c) = (user_bytes.len(), client_bytes.len());
         let slot = &mut slots[way];
         let (resolved, computed_at) = resolve();
         slot.resolved = resolved;
         slot.engine = engine;
         slot.generation = computed_at;
-        // Both fit: the caller checked the total against `NAME_BYTES`.
-        slot.user_len = u as u8;
-        slot.client_len = client_bytes.len() as u8;
-        slot.names[..u].copy_from_slice(user_bytes);
-        slot.names[u..u + client_bytes.len()].copy_from_slice(client_bytes);
+        // Both fit in `u16`: the caller checked the total against `NAME_BYTES`.
+        slot.user_len = u as u16;
+        slot.client_len = c as u16;
+        if u + c <= INLINE_BYTES {
+            slot.names[..u].copy_from_slice(user_bytes);
+            slot.names[u..u + c].copy_from_slice(client_bytes);
+        } else {
+            let buffer = &mut long[way];
+            buffer.clear();
+            buffer.extend_from_slice(user_bytes);
+            buffer.extend_from_slice(client_bytes);
+        }
         tags[way] = tag;
         *out = slot.resolved;
     }
@@ -253,27 +285,48 @@ mod tests {
     }
 
     /// The slot check itself, apart from the hash (which in the test above mostly sends different
-    /// keys to different buckets anyway).
+    /// keys to different buckets anyway), for names inline and in the side buffer.
     #[test]
     fn a_slot_answers_only_its_own_engine_generation_and_names() {
-        let mut slot = Slot::EMPTY;
-        slot.engine = 4;
-        slot.generation = 9;
-        slot.user_len = 5;
-        slot.client_len = 3;
-        slot.names[..8].copy_from_slice(b"aliceapp");
-        assert!(slot.answers(4, 9, b"alice", b"app"));
-        assert!(!slot.answers(5, 9, b"alice", b"app"), "other engine");
-        assert!(!slot.answers(4, 8, b"alice", b"app"), "other generation");
+        let mut inline = Slot::EMPTY;
+        inline.engine = 4;
+        inline.generation = 9;
+        inline.user_len = 5;
+        inline.client_len = 3;
+        inline.names[..8].copy_from_slice(b"aliceapp");
+        let user = "u".repeat(50);
+        let client = "c".repeat(20);
+        let mut long = inline;
+        long.user_len = 50;
+        long.client_len = 20;
+        let buffer = format!("{user}{client}").into_bytes();
+        /// A slot, its side buffer, and the user name and client-id it holds.
+        type Case<'a> = (&'a Slot, &'a [u8], &'a [u8], &'a [u8]);
+        let cases: [Case<'_>; 2] = [
+            (&inline, b"", b"alice", b"app"),
+            (&long, &buffer, user.as_bytes(), client.as_bytes()),
+        ];
+        for (slot, buffer, u, c) in cases {
+            assert!(slot.answers(buffer, 4, 9, u, c));
+            assert!(!slot.answers(buffer, 5, 9, u, c), "other engine");
+            assert!(!slot.answers(buffer, 4, 8, u, c), "other generation");
+            let joined = [u, c].concat();
+            let (u2, c2) = joined.split_at(u.len() - 1);
+            assert!(
+                !slot.answers(buffer, 4, 9, u2, c2),
+                "same bytes, split elsewhere"
+            );
+            assert!(!slot.answers(buffer, 4, 9, &joined, b""));
+            let mut other = c.to_vec();
+            *other.last_mut().expect("non-empty") ^= 1;
+            assert!(!slot.answers(buffer, 4, 9, u, &other), "one byte differs");
+        }
         assert!(
-            !slot.answers(4, 9, b"alic", b"eapp"),
-            "same bytes, split elsewhere"
+            !long.answers(b"", 4, 9, user.as_bytes(), client.as_bytes()),
+            "buffer missing"
         );
-        assert!(!slot.answers(4, 9, b"aliceapp", b""));
-        assert!(!slot.answers(4, 9, b"alice", b"apq"));
-        assert!(!slot.answers(4, 9, b"alicf", b"app"));
         assert!(
-            !Slot::EMPTY.answers(1, 0, b"", b""),
+            !Slot::EMPTY.answers(b"", 1, 0, b"", b""),
             "an empty slot answers no engine"
         );
     }
@@ -312,20 +365,31 @@ mod tests {
     }
 
     #[test]
-    fn long_names_bypass_the_cache() {
+    fn long_pairs_are_cached_beside_the_slot_up_to_the_limit() {
         let calls = Cell::new(0);
         let count = || {
             calls.set(calls.get() + 1);
             (answer(1), 0)
         };
-        let long = "x".repeat(NAME_BYTES);
-        resolve(3, 0, &long, "c", count);
-        resolve(3, 0, &long, "c", count);
-        assert_eq!(calls.get(), 2);
+        let mut t = Table::new();
+        let dn = "CN=service-a.prod.example.com,OU=payments,O=Example Corp,C=US";
+        for _ in 0..2 {
+            let mut out = Resolved::EMPTY;
+            t.lookup(&mut out, 3, 0, dn, "payments-consumer-7", count);
+        }
+        assert_eq!(calls.get(), 1, "a long pair is cached");
+        let mut out = Resolved::EMPTY;
+        t.lookup(&mut out, 3, 0, dn, "payments-consumer-8", count);
+        assert_eq!(calls.get(), 2, "another client-id is another pair");
+
+        let over = "x".repeat(NAME_BYTES);
+        resolve(3, 0, &over, "c", count);
+        resolve(3, 0, &over, "c", count);
+        assert_eq!(calls.get(), 4, "over the limit: never cached");
         let fits = "x".repeat(NAME_BYTES - 1);
         resolve(3, 0, &fits, "c", count);
         resolve(3, 0, &fits, "c", count);
-        assert_eq!(calls.get(), 3);
+        assert_eq!(calls.get(), 5);
     }
 
     /// While the thread's table is borrowed (which the engine never does), resolving skips the cache
@@ -350,7 +414,7 @@ mod tests {
     #[test]
     fn a_thread_table_is_as_large_as_documented() {
         assert_eq!(std::mem::size_of::<Slot>(), 160);
-        let bytes = BUCKETS * WAYS * (std::mem::size_of::<Slot>() + 4);
-        assert_eq!(bytes / 1024, 656);
+        let per_slot = std::mem::size_of::<Slot>() + 4 + std::mem::size_of::<Vec<u8>>();
+        assert_eq!(BUCKETS * WAYS * per_slot / 1024, 752);
     }
 }

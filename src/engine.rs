@@ -94,7 +94,8 @@ impl EngineBuilder {
 
     /// Whether [`Engine::resolve`] keeps each thread's recent answers (default `true`). The cache
     /// makes resolving a connection's names again cost the same at any store size; each thread that
-    /// resolves holds a table of 656 KiB. Turning it off makes every resolve read the snapshot.
+    /// resolves holds a table of 752 KiB, plus up to 2 MiB of buffers for pairs of names longer than
+    /// 60 bytes together. Turning it off makes every resolve read the snapshot.
     pub fn resolve_cache(mut self, enabled: bool) -> Self {
         self.no_resolve_cache = !enabled;
         self
@@ -238,8 +239,10 @@ impl Engine {
     /// off), each stamped with the snapshot it came from: resolving the same names again costs one
     /// small-table lookup, and a commit makes every cached answer stale at once. Answers never go
     /// backwards on a thread, and once [`Engine::alter`] has returned no thread gets an answer from
-    /// before it. The first resolve on a thread allocates that thread's table; a user name and
-    /// client-id longer than 62 bytes together are always resolved from the snapshot.
+    /// before it. The first resolve on a thread allocates that thread's table, and a slot allocates
+    /// a buffer the first time it holds a pair longer than 60 bytes together (an mTLS principal, say);
+    /// a user name and client-id longer than 512 bytes together are always resolved from the
+    /// snapshot.
     #[inline]
     pub fn resolve(&self, user: &str, client_id: &str) -> Resolved {
         match self.id {

@@ -11,8 +11,9 @@ use proptest::test_runner::TestCaseError;
 use crate::oracle::{self, Change, Oracle, CLIENT_KEYS};
 
 /// Names for entities: the literal name "<default>" is an ordinary name, and names are opaque UTF-8.
-/// The two long ones straddle the resolution cache's limit (62 bytes of user name and client-id
-/// together): 31 + 31 bytes are cached, 31 + 32 and 32 + 32 are not.
+/// The two long ones take each path of the resolution cache: a user name and client-id of up to 60
+/// bytes together are kept in the slot (`LONG_31` with a short name), up to 512 beside it (`LONG_31`
+/// with itself or with `LONG_260`), and longer pairs are not cached (`LONG_260` with itself).
 const NAMES: [&str; 8] = [
     "alice",
     "bob",
@@ -21,7 +22,7 @@ const NAMES: [&str; 8] = [
     "☃",
     "a b",
     LONG_31,
-    LONG_32,
+    LONG_260,
 ];
 /// Names for queries: the entity names, one with no entries, and the empty name.
 const QUERY_NAMES: [&str; 10] = [
@@ -32,12 +33,14 @@ const QUERY_NAMES: [&str; 10] = [
     "☃",
     "a b",
     LONG_31,
-    LONG_32,
+    LONG_260,
     "carol",
     "",
 ];
 const LONG_31: &str = "☃☃☃☃☃☃☃☃☃☃x";
-const LONG_32: &str = "☃☃☃☃☃☃☃☃☃☃xy";
+/// 260 bytes.
+const LONG_260: &str =
+    "☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃☃xy";
 const IPS: [&str; 3] = ["10.0.0.1", "::1", "10.0.0.2"];
 const POLICIES: [SubQuotaPolicy; 2] = [SubQuotaPolicy::Kip55, SubQuotaPolicy::Kafka];
 
