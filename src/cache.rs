@@ -38,9 +38,9 @@ const WAYS: usize = 8;
 /// Buckets per thread (a power of two): 4,096 slots in all.
 const BUCKETS: usize = 512;
 /// The longest user name plus client-id a slot holds inline; longer pairs use its side buffer.
-pub(crate) const INLINE_BYTES: usize = 60;
+const INLINE_BYTES: usize = 60;
 /// The longest user name plus client-id cached at all; longer pairs resolve from the snapshot.
-pub(crate) const NAME_BYTES: usize = 512;
+const NAME_BYTES: usize = 512;
 
 /// One cached answer.
 #[derive(Clone, Copy)]
@@ -364,13 +364,18 @@ mod tests {
         assert!((1_000..1_100).contains(&misses), "{misses} misses");
     }
 
+    /// A snapshot stand-in that answers `n` at generation 0 and counts its calls.
+    fn counting(calls: &Cell<u32>, n: u32) -> impl Fn() -> (Resolved, u64) + Copy + '_ {
+        move || {
+            calls.set(calls.get() + 1);
+            (answer(n), 0)
+        }
+    }
+
     #[test]
     fn long_pairs_are_cached_beside_the_slot_up_to_the_limit() {
         let calls = Cell::new(0);
-        let count = || {
-            calls.set(calls.get() + 1);
-            (answer(1), 0)
-        };
+        let count = counting(&calls, 1);
         let mut t = Table::new();
         let dn = "CN=service-a.prod.example.com,OU=payments,O=Example Corp,C=US";
         for _ in 0..2 {
@@ -397,10 +402,7 @@ mod tests {
     #[test]
     fn a_busy_table_is_skipped() {
         let calls = Cell::new(0);
-        let count = || {
-            calls.set(calls.get() + 1);
-            (answer(2), 0)
-        };
+        let count = counting(&calls, 2);
         resolve(6, 0, "u", "c", count);
         TABLE.with(|table| {
             let _busy = table.borrow_mut();

@@ -145,12 +145,14 @@ struct Generations {
 }
 
 impl Generations {
-    /// Publishes `next` (whose `generation` is set) through `state`.
-    fn publish(&self, state: &ArcSwap<State>, next: State) {
-        let generation = next.generation;
+    /// Publishes `next`, the successor of `current`, through `state`; returns its generation.
+    fn publish(&self, state: &ArcSwap<State>, current: &State, mut next: State) -> u64 {
+        let generation = current.generation + 1;
+        next.generation = generation;
         self.announced.store(generation, Ordering::Release);
         state.store(Arc::new(next));
         self.published.store(generation, Ordering::Release);
+        generation
     }
 }
 
@@ -338,9 +340,7 @@ impl Engine {
                 persist(&changes)?;
                 let mut next = State::clone(&current);
                 alter::apply(&mut next, &plan.changes);
-                let seq = current.generation + 1;
-                next.generation = seq;
-                self.generations.publish(&self.state, next);
+                let seq = self.generations.publish(&self.state, &current, next);
                 retire(current);
                 let notes = plan
                     .changes
@@ -385,8 +385,7 @@ impl Engine {
         let count = entries.len();
         let mut next = State::default();
         alter::load(&mut next, entries, self.policy)?;
-        next.generation = current.generation + 1;
-        self.generations.publish(&self.state, next);
+        self.generations.publish(&self.state, &current, next);
         Ok(count)
     }
 

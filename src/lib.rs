@@ -67,12 +67,11 @@
 //! answers in a small table stamped with the engine's [`generation`](Engine::generation): a broker
 //! resolves the same connections over and over, and a repeat costs one lookup in that table, about
 //! 40 ns at any store size, where the snapshot path costs 230–330 ns once a million entities no longer
-//! fit the caches. A commit makes every cached answer stale at once, and answers never go backwards. [`Engine::alter`]
-//! serializes writers, builds the next snapshot by copying only the table shards a batch touches (the
-//! tables are persistent: shards are shared between snapshots), and publishes it with one swap: a
-//! batch becomes visible all at once, and its cost grows with what it changes, not with what is
-//! stored. Change notifications are delivered after the
-//! swap, outside every lock.
+//! fit the caches. A commit makes every cached answer stale at once, and answers never go backwards.
+//! [`Engine::alter`] serializes writers, builds the next snapshot by copying only the table shards a
+//! batch touches (the tables are persistent: shards are shared between snapshots), and publishes it
+//! with one swap: a batch becomes visible all at once, and its cost grows with what it changes, not
+//! with what is stored. Change notifications are delivered after the swap, outside every lock.
 //!
 //! # Memory
 //!
