@@ -12,6 +12,11 @@
 //!   alternating between two values so that every batch really changes every entity (setting a key to
 //!   its current value is a no-op).
 //!
+//! After the criterion group, the bench prints each batch's 1M / 10K ratio measured in 15 pairs of
+//! alternating windows (20 batches on the small store, then 20 on the large one): criterion measures
+//! the two sizes minutes apart, and on a shared machine their ratio then mixes in whatever changed in
+//! between.
+//!
 //! `KQUOTA_BENCH_CLOCK=cpu` measures the thread's CPU time instead of wall time, for machines shared
 //! with other work.
 //!
@@ -27,6 +32,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, SamplingMode};
 use kquota::{AlterResult, Alteration, Engine, Entity, EntityName};
+
+mod common;
+use common::{Clock, Ratios};
 
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
@@ -90,121 +98,142 @@ fn build_engine(n: usize) -> Engine {
     engine
 }
 
-/// The clock the measurements read: wall time (the default), or, with `KQUOTA_BENCH_CLOCK=cpu`, the
-/// CPU time of this thread, which leaves out the time it spends descheduled when other processes
-/// compete for the cores.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Clock {
-    Wall,
-    ThreadCpu,
+/// Applies `batch`, checks that every entity succeeded, and returns how long it took on `clock`.
+fn timed_alter(clock: Clock, engine: &Engine, batch: &[Alteration]) -> Duration {
+    let (results, took) = clock.time(|| black_box(engine.alter(batch, false)));
+    check(&results);
+    took
 }
 
-impl Clock {
-    fn from_env() -> Clock {
-        match std::env::var("KQUOTA_BENCH_CLOCK").as_deref() {
-            Ok("cpu") => Clock::ThreadCpu,
-            _ => Clock::Wall,
+/// The three measured batches.
+#[derive(Clone, Copy)]
+enum Op {
+    Insert,
+    Remove,
+    Update,
+}
+
+impl Op {
+    const ALL: [Op; 3] = [Op::Insert, Op::Remove, Op::Update];
+
+    fn name(self) -> &'static str {
+        match self {
+            Op::Insert => "insert-1000",
+            Op::Remove => "remove-1000",
+            Op::Update => "update-1000",
+        }
+    }
+}
+
+/// A store and the batches measured against it.
+struct Store {
+    n: usize,
+    label: &'static str,
+    engine: Engine,
+    /// Configures 1,000 entities the store does not hold.
+    fresh: Vec<Alteration>,
+    /// Removes them again.
+    unfresh: Vec<Alteration>,
+    /// Two batches setting the same 1,000 existing entities to different values.
+    updates: [Vec<Alteration>; 2],
+    /// Which update batch ran last.
+    flip: std::cell::Cell<usize>,
+}
+
+impl Store {
+    fn build(n: usize, label: &'static str) -> Store {
+        let built = Instant::now();
+        let engine = build_engine(n);
+        eprintln!("built a store of {n} entities in {:.1?}", built.elapsed());
+        // 1,000 existing entities spread evenly over the store, all three shapes.
+        let stride = n / BATCH;
+        let spread = || (0..BATCH).map(move |k| k * stride + k % 3);
+        Store {
+            n,
+            label,
+            engine,
+            fresh: set_batch("new-", 0..BATCH, 4_000.0),
+            unfresh: remove_batch("new-", 0..BATCH),
+            updates: [
+                set_batch("", spread(), 7_000.0),
+                set_batch("", spread(), 8_000.0),
+            ],
+            flip: std::cell::Cell::new(0),
         }
     }
 
-    /// Applies `batch` and returns how long it took on this clock.
-    fn alter(self, engine: &Engine, batch: &[Alteration]) -> Duration {
-        let results;
-        let took = match self {
-            Clock::Wall => {
-                let start = Instant::now();
-                results = black_box(engine.alter(batch, false));
-                start.elapsed()
+    /// Runs one `op` batch and returns its time on `clock`. Inserts are undone and removals prepared
+    /// by a batch that is not timed, so the store stays the size it was.
+    fn run(&self, op: Op, clock: Clock) -> Duration {
+        match op {
+            Op::Insert => {
+                let took = timed_alter(clock, &self.engine, &self.fresh);
+                check(&self.engine.alter(&self.unfresh, false));
+                took
             }
-            Clock::ThreadCpu => {
-                let start = thread_cpu_time();
-                results = black_box(engine.alter(batch, false));
-                thread_cpu_time() - start
+            Op::Remove => {
+                check(&self.engine.alter(&self.fresh, false));
+                timed_alter(clock, &self.engine, &self.unfresh)
             }
-        };
-        check(&results);
-        took
+            Op::Update => {
+                self.flip.set(self.flip.get() ^ 1);
+                timed_alter(clock, &self.engine, &self.updates[self.flip.get()])
+            }
+        }
+    }
+
+    /// The time of `iters` `op` batches.
+    fn run_many(&self, op: Op, clock: Clock, iters: u64) -> Duration {
+        (0..iters).map(|_| self.run(op, clock)).sum()
     }
 }
 
-/// The CPU time this thread has run, from `/proc/thread-self/schedstat` (Linux; nanoseconds, but only
-/// brought up to date at scheduler ticks and switches, so samples must last well over a tick, 4 ms
-/// here: the group uses flat sampling, about 200 ms per sample).
-fn thread_cpu_time() -> Duration {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat")
-        .expect("/proc/thread-self/schedstat (KQUOTA_BENCH_CLOCK=cpu needs Linux)");
-    let ns: u64 = text
-        .split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .expect("run time in ns");
-    Duration::from_nanos(ns)
-}
-
-/// Times `timed` and runs `untimed` after it, `iters` times.
-fn alternate(
-    clock: Clock,
-    engine: &Engine,
-    timed: &[Alteration],
-    untimed: &[Alteration],
-    iters: u64,
-) -> Duration {
-    let mut total = Duration::ZERO;
-    for _ in 0..iters {
-        total += clock.alter(engine, timed);
-        check(&engine.alter(untimed, false));
-    }
-    total
+/// The large store's cost relative to the small one's, measured in `windows` alternating windows of
+/// `per_window` batches each, so that both sizes see the same machine. Criterion measures the sizes
+/// minutes apart, and on a shared machine their ratio then mixes in whatever changed in between.
+fn paired_ratio(small: &Store, large: &Store, op: Op, clock: Clock, windows: usize) -> Ratios {
+    let per_window = 20;
+    let ratio = || {
+        let s = small.run_many(op, clock, per_window);
+        let l = large.run_many(op, clock, per_window);
+        l.as_secs_f64() / s.as_secs_f64()
+    };
+    Ratios::of((0..windows).map(|_| ratio()).collect())
 }
 
 fn bench_alter(c: &mut Criterion) {
     let clock = Clock::from_env();
-    let mut group = c.benchmark_group("alter");
-    group.sampling_mode(SamplingMode::Flat);
     // `cargo bench` passes `--bench`; without it (`cargo test --benches`) criterion only checks that
     // each benchmark runs, so the large store is not worth building.
-    let sizes = if std::env::args().any(|a| a == "--bench") {
-        &SIZES[..]
-    } else {
-        &SIZES[..1]
-    };
-    for &(n, label) in sizes {
-        let built = Instant::now();
-        let engine = build_engine(n);
-        eprintln!("built a store of {n} entities in {:.1?}", built.elapsed());
-
-        let fresh = set_batch("new-", 0..BATCH, 4_000.0);
-        let unfresh = remove_batch("new-", 0..BATCH);
-        // 1,000 existing entities spread evenly over the store, all three shapes.
-        let stride = n / BATCH;
-        let spread = || (0..BATCH).map(move |k| k * stride + k % 3);
-        let updates = [
-            set_batch("", spread(), 7_000.0),
-            set_batch("", spread(), 8_000.0),
-        ];
-
-        group.bench_function(BenchmarkId::new("insert-1000", label), |b| {
-            b.iter_custom(|iters| alternate(clock, &engine, &fresh, &unfresh, iters))
-        });
-        group.bench_function(BenchmarkId::new("remove-1000", label), |b| {
-            check(&engine.alter(&fresh, false));
-            b.iter_custom(|iters| alternate(clock, &engine, &unfresh, &fresh, iters));
-            check(&engine.alter(&unfresh, false));
-        });
-        let mut flip = 0;
-        group.bench_function(BenchmarkId::new("update-1000", label), |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    flip ^= 1;
-                    total += clock.alter(&engine, &updates[flip]);
-                }
-                total
-            })
-        });
-        assert_eq!(engine.entity_count(), n + 3);
+    let full = std::env::args().any(|a| a == "--bench");
+    let stores: Vec<Store> = if full { &SIZES[..] } else { &SIZES[..1] }
+        .iter()
+        .map(|&(n, label)| Store::build(n, label))
+        .collect();
+    let mut group = c.benchmark_group("alter");
+    group.sampling_mode(SamplingMode::Flat);
+    for store in &stores {
+        for op in Op::ALL {
+            group.bench_function(BenchmarkId::new(op.name(), store.label), |b| {
+                b.iter_custom(|iters| store.run_many(op, clock, iters))
+            });
+        }
     }
     group.finish();
+    let (small, large) = (&stores[0], &stores[stores.len() - 1]);
+    let windows = if full { 15 } else { 1 };
+    for op in Op::ALL {
+        let r = paired_ratio(small, large, op, clock, windows);
+        println!(
+            "alter/{} {} / {}: {r}, 20 batches per window",
+            op.name(),
+            large.label,
+            small.label
+        );
+    }
+    for store in &stores {
+        assert_eq!(store.engine.entity_count(), store.n + 3);
+    }
 }
 
 fn main() {

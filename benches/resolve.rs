@@ -26,6 +26,11 @@
 //! time reported is the wall time divided by the total number of resolves, i.e. the per-resolve time of
 //! the aggregate throughput. `1t / 2t` is therefore the throughput scaling.
 //!
+//! Criterion measures `1t` and `2t` minutes apart, so on a machine shared with other work their ratio
+//! mixes in whatever changed in between. After each group the bench therefore also prints the scaling
+//! measured in 15 pairs of alternating 50 ms windows (one thread, then two), beside the same for a loop
+//! of pure arithmetic: the machine's own two-thread scaling at that moment.
+//!
 //! `KQUOTA_BENCH_CLOCK=cpu` measures the threads' CPU time instead of wall time, for machines shared
 //! with other work (see `Clock`).
 //!
@@ -44,6 +49,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, SamplingMode};
 use kquota::{Alteration, Engine, Entity, EntityName, Level, QuotaKey};
+
+mod common;
+use common::{Clock, Ratios};
 
 /// How many entities one alteration batch configures while building a store.
 const BUILD_BATCH: usize = 10_000;
@@ -256,54 +264,6 @@ fn drive<R>(f: &impl Fn(&str, &str) -> R, pairs: &[(String, String)], iters: u64
     }
 }
 
-/// The clock the measurements read: wall time (the default), or, with `KQUOTA_BENCH_CLOCK=cpu`, the
-/// CPU time of the measuring threads, which leaves out the time they spend descheduled when other
-/// processes compete for the cores (it does not undo what those processes do to the caches).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Clock {
-    Wall,
-    ThreadCpu,
-}
-
-impl Clock {
-    fn from_env() -> Clock {
-        match std::env::var("KQUOTA_BENCH_CLOCK").as_deref() {
-            Ok("cpu") => Clock::ThreadCpu,
-            _ => Clock::Wall,
-        }
-    }
-}
-
-/// The CPU time this thread has run, from `/proc/thread-self/schedstat` (Linux; nanoseconds, but only
-/// brought up to date at scheduler ticks and switches, so samples must last well over a tick, 4 ms
-/// here: the groups use flat sampling).
-fn thread_cpu_time() -> Duration {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat")
-        .expect("/proc/thread-self/schedstat (KQUOTA_BENCH_CLOCK=cpu needs Linux)");
-    let ns: u64 = text
-        .split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .expect("run time in ns");
-    Duration::from_nanos(ns)
-}
-
-/// Runs `work` and returns how long it took on `clock`.
-fn timed(clock: Clock, work: impl FnOnce()) -> Duration {
-    match clock {
-        Clock::Wall => {
-            let start = Instant::now();
-            work();
-            start.elapsed()
-        }
-        Clock::ThreadCpu => {
-            let start = thread_cpu_time();
-            work();
-            thread_cpu_time() - start
-        }
-    }
-}
-
 /// One thread: the time of `iters` resolves.
 fn one_thread<R>(
     clock: Clock,
@@ -311,7 +271,7 @@ fn one_thread<R>(
     pairs: &[(String, String)],
     iters: u64,
 ) -> Duration {
-    timed(clock, || drive(f, pairs, iters, 0))
+    clock.time(|| drive(f, pairs, iters, 0)).1
 }
 
 /// Two threads, `iters` resolves each: the time per resolve of the aggregate, times `iters`. On the
@@ -324,10 +284,14 @@ fn two_threads<R>(
     iters: u64,
 ) -> Duration {
     let mut cpu = [Duration::ZERO; 2];
-    let wall = timed(Clock::Wall, || {
+    let ((), wall) = Clock::Wall.time(|| {
         thread::scope(|s| {
-            let other = s.spawn(|| timed(Clock::ThreadCpu, || drive(f, pairs, iters, SAMPLE / 2)));
-            cpu[0] = timed(Clock::ThreadCpu, || drive(f, pairs, iters, 0));
+            let other = s.spawn(|| {
+                Clock::ThreadCpu
+                    .time(|| drive(f, pairs, iters, SAMPLE / 2))
+                    .1
+            });
+            cpu[0] = Clock::ThreadCpu.time(|| drive(f, pairs, iters, 0)).1;
             cpu[1] = other.join().expect("resolver thread");
         })
     });
@@ -337,14 +301,65 @@ fn two_threads<R>(
     }
 }
 
+/// The machine's own two-thread scaling, measured beside the engine's: eight independent arithmetic
+/// chains per call and no memory at all, so nothing in the program that two threads could contend for.
+/// On a virtual machine whose vCPUs share host cores with other guests, even this falls short of 2×
+/// when a neighbour is busy; measuring it in the same windows as the engine tells the engine's
+/// shortfall from the machine's.
+fn arithmetic(user: &str, client: &str) -> u64 {
+    let mut lanes = [user.len() as u64, client.len() as u64, 3, 5, 7, 11, 13, 17];
+    for _ in 0..12 {
+        for (i, x) in lanes.iter_mut().enumerate() {
+            *x = x.rotate_left(7).wrapping_add(i as u64 + 1) ^ (*x >> 3);
+        }
+    }
+    lanes.iter().fold(0, |a, b| a ^ b)
+}
+
+/// How many calls of `f` take about `window` on one thread.
+fn iters_for<R>(f: &impl Fn(&str, &str) -> R, pairs: &[(String, String)], window: Duration) -> u64 {
+    let probe = 100_000;
+    let took = one_thread(Clock::Wall, f, pairs, probe);
+    (window.as_secs_f64() / took.as_secs_f64() * probe as f64).max(1.0) as u64
+}
+
+/// One window's two-thread scaling of `f`: `1t / 2t` for `iters` calls.
+fn scaling<R>(
+    clock: Clock,
+    f: &(impl Fn(&str, &str) -> R + Sync),
+    pairs: &[(String, String)],
+    iters: u64,
+) -> f64 {
+    let one = one_thread(clock, f, pairs, iters);
+    let two = two_threads(clock, f, pairs, iters);
+    one.as_secs_f64() / two.as_secs_f64()
+}
+
+/// Two-thread scaling (`1t / 2t`) of `f` and of [`arithmetic`], measured in `windows` alternating
+/// windows of about 50 ms each, so that both see the same machine. A ratio of two criterion medians
+/// taken minutes apart mixes in whatever the machine did in between; these pairs do not.
+fn paired_scaling<R>(
+    clock: Clock,
+    f: &(impl Fn(&str, &str) -> R + Sync),
+    pairs: &[(String, String)],
+    windows: usize,
+) -> (Ratios, Ratios) {
+    let window = Duration::from_millis(50);
+    let f_iters = iters_for(f, pairs, window);
+    let a_iters = iters_for(&arithmetic, pairs, window);
+    let (mut engine, mut machine) = (Vec::new(), Vec::new());
+    for _ in 0..windows {
+        engine.push(scaling(clock, f, pairs, f_iters));
+        machine.push(scaling(clock, &arithmetic, pairs, a_iters));
+    }
+    (Ratios::of(engine), Ratios::of(machine))
+}
+
 fn bench_resolve(c: &mut Criterion) {
     // `cargo bench` passes `--bench`; without it (`cargo test --benches`) criterion only checks that
     // each benchmark runs, so the large stores are not worth building.
-    let sizes = if std::env::args().any(|a| a == "--bench") {
-        &SIZES[..]
-    } else {
-        &SIZES[..1]
-    };
+    let full = std::env::args().any(|a| a == "--bench");
+    let sizes = if full { &SIZES[..] } else { &SIZES[..1] };
     let clock = Clock::from_env();
     // Every sample before any store (see the module docs).
     let all_samples: Vec<_> = sizes
@@ -386,6 +401,12 @@ fn bench_resolve(c: &mut Criterion) {
                 b.iter_custom(|iters| two_threads(clock, &baseline, pairs, iters))
             });
             group.finish();
+            let windows = if full { 15 } else { 1 };
+            let (engine_scaling, machine_scaling) = paired_scaling(clock, &kquota, pairs, windows);
+            println!(
+                "resolve/{pattern} {label}: two-thread scaling: kquota {engine_scaling}; \
+                 arithmetic {machine_scaling}"
+            );
         }
     }
 }
