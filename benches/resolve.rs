@@ -377,7 +377,7 @@ fn bench_resolve(c: &mut Criterion) {
             cross_check(&engine, &naive, pairs, pattern == "hit");
             cross_check(&snapshot, &naive, pairs, pattern == "hit");
             let mut group = c.benchmark_group(format!("resolve/{pattern}"));
-            // Equal samples (about 65 ms each), long enough for the CPU clock's tick granularity.
+            // Equal samples (about 65 ms each): every sample sees the machine for as long.
             group.sampling_mode(SamplingMode::Flat);
             let kquota = |u: &str, cl: &str| engine.resolve(u, cl);
             let uncached = |u: &str, cl: &str| snapshot.resolve(u, cl);

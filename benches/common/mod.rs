@@ -32,26 +32,14 @@ impl Clock {
                 (out, start.elapsed())
             }
             Clock::ThreadCpu => {
-                let start = thread_cpu_time();
+                // `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`: exact to the nanosecond, unlike
+                // `/proc/thread-self/schedstat`, which only advances at scheduler ticks.
+                let start = cpu_time::ThreadTime::now();
                 let out = work();
-                (out, thread_cpu_time() - start)
+                (out, start.elapsed())
             }
         }
     }
-}
-
-/// The CPU time this thread has run, from `/proc/thread-self/schedstat` (Linux; nanoseconds, but only
-/// brought up to date at scheduler ticks and switches, so a measurement must last well over a tick,
-/// 4 ms here: the groups use flat sampling with samples of 65 ms or more).
-fn thread_cpu_time() -> Duration {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat")
-        .expect("/proc/thread-self/schedstat (KQUOTA_BENCH_CLOCK=cpu needs Linux)");
-    let ns: u64 = text
-        .split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .expect("run time in ns");
-    Duration::from_nanos(ns)
 }
 
 /// The median and range of ratios measured in paired windows.
