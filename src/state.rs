@@ -301,14 +301,15 @@ pub(crate) enum Sums {
     /// Every sum is zero.
     #[default]
     Zero,
-    /// Only sum `index` is non-zero (its value as little-endian halves, to keep the node small).
+    /// Only sum `index` is non-zero, and it fits in 64 bits (the common case: one client's byte rate
+    /// is at most 2^63). Keeping the variant to 16 bytes keeps a user's table entry to 72.
     One {
         /// The position in [`SubSums`].
         index: u8,
-        /// The sum's low and high 64 bits.
-        value: [u64; 2],
+        /// The sum.
+        value: u64,
     },
-    /// Several sums are non-zero.
+    /// Several sums are non-zero, or one exceeds 64 bits.
     Many(Arc<SubSums>),
 }
 
@@ -320,7 +321,7 @@ impl Sums {
             Sums::Zero => [0; 4],
             Sums::One { index, value } => {
                 let mut out = [0; 4];
-                out[usize::from(*index)] = u128::from(value[0]) | u128::from(value[1]) << 64;
+                out[usize::from(*index)] = u128::from(*value);
                 out
             }
             Sums::Many(all) => **all,
@@ -332,9 +333,12 @@ impl Sums {
         let mut nonzero = sums.iter().enumerate().filter(|(_, s)| **s != 0);
         *self = match (nonzero.next(), nonzero.next()) {
             (None, _) => Sums::Zero,
-            (Some((index, &v)), None) => Sums::One {
-                index: index as u8,
-                value: [v as u64, (v >> 64) as u64],
+            (Some((index, &v)), None) => match u64::try_from(v) {
+                Ok(value) => Sums::One {
+                    index: index as u8,
+                    value,
+                },
+                Err(_) => Sums::Many(Arc::new(sums)),
             },
             _ => Sums::Many(Arc::new(sums)),
         };
@@ -408,7 +412,8 @@ mod tests {
     #[test]
     fn node_quotas_are_compact() {
         assert!(std::mem::size_of::<NodeQuotas>() <= 24);
-        assert!(std::mem::size_of::<UserNode>() <= 48);
+        assert!(std::mem::size_of::<UserNode>() <= 40);
+        assert!(std::mem::size_of::<Sums>() <= 16);
     }
 
     #[test]
@@ -431,6 +436,27 @@ mod tests {
         q.set_slot(0, &[]);
         q.set_slot(1, &[]);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn sums_round_trip_in_every_form() {
+        let big = u128::from(u64::MAX) + 5;
+        for sums in [
+            [0, 0, 0, 0],
+            [0, 7, 0, 0],
+            [0, 0, 0, u128::from(u64::MAX)],
+            [0, 0, big, 0],
+            [3, 0, 4, 0],
+        ] {
+            let mut stored = Sums::default();
+            stored.set(sums);
+            assert_eq!(stored.get(), sums);
+        }
+        let mut one = Sums::default();
+        one.set([0, 7, 0, 0]);
+        assert!(matches!(one, Sums::One { index: 1, value: 7 }));
+        one.set([0, 0, big, 0]);
+        assert!(matches!(one, Sums::Many(_)), "over 64 bits");
     }
 
     #[test]
