@@ -189,14 +189,16 @@ impl Store {
     }
 }
 
+/// Batches per paired window on each store.
+const PER_WINDOW: u64 = 20;
+
 /// The large store's cost relative to the small one's, measured in `windows` alternating windows of
-/// `per_window` batches each, so that both sizes see the same machine. Criterion measures the sizes
+/// [`PER_WINDOW`] batches each, so that both sizes see the same machine. Criterion measures the sizes
 /// minutes apart, and on a shared machine their ratio then mixes in whatever changed in between.
 fn paired_ratio(small: &Store, large: &Store, op: Op, clock: Clock, windows: usize) -> Ratios {
-    let per_window = 20;
     let ratio = || {
-        let s = small.run_many(op, clock, per_window);
-        let l = large.run_many(op, clock, per_window);
+        let s = small.run_many(op, clock, PER_WINDOW);
+        let l = large.run_many(op, clock, PER_WINDOW);
         l.as_secs_f64() / s.as_secs_f64()
     };
     Ratios::of((0..windows).map(|_| ratio()).collect())
@@ -227,7 +229,7 @@ fn bench_alter(c: &mut Criterion) {
         for small in &stores[..stores.len().max(2) - 1] {
             let r = paired_ratio(small, large, op, clock, windows);
             println!(
-                "alter/{} {} / {}: {r}, 20 batches per window",
+                "alter/{} {} / {}: {r}, {PER_WINDOW} batches per window",
                 op.name(),
                 large.label,
                 small.label

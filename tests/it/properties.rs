@@ -24,19 +24,19 @@ const NAMES: [&str; 8] = [
     LONG_31,
     LONG_260,
 ];
-/// Names for queries: the entity names, one with no entries, and the empty name.
-const QUERY_NAMES: [&str; 10] = [
-    "alice",
-    "bob",
-    "<default>",
-    "ü",
-    "☃",
-    "a b",
-    LONG_31,
-    LONG_260,
-    "carol",
-    "",
-];
+/// Names for queries: the entity names, then one with no entries and the empty name. Built from
+/// [`NAMES`] so that a name added there is queried too.
+const QUERY_NAMES: [&str; NAMES.len() + 2] = {
+    let mut names = [""; NAMES.len() + 2];
+    let mut i = 0;
+    while i < NAMES.len() {
+        names[i] = NAMES[i];
+        i += 1;
+    }
+    names[NAMES.len()] = "carol";
+    // The last stays "": the empty name.
+    names
+};
 const LONG_31: &str = "☃☃☃☃☃☃☃☃☃☃x";
 /// 260 bytes.
 const LONG_260: &str =
