@@ -92,6 +92,8 @@ mod index;
 mod key;
 pub mod meter;
 mod notify;
+/// Java properties files (`--config`, `--command-config`), read as Kafka reads them.
+pub mod properties;
 mod resolve;
 pub mod security;
 pub mod server;

@@ -189,26 +189,36 @@ pub const KNOWN_PROPERTIES: [&str; 30] = [
     "ssl.principal.mapping.rules",
 ];
 
-/// Parses a properties file in Java's simple form: `key=value` or `key: value` per line, `#` and `!`
-/// comments, surrounding whitespace ignored. Returns the pairs, or the first bad line.
-pub fn parse_properties(text: &str) -> Result<BTreeMap<String, String>, ConfigError> {
-    let mut out = BTreeMap::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-            continue;
-        }
-        let Some(at) = line.find(['=', ':']) else {
-            return Err(ConfigError(format!(
-                "line {}: expected key=value, got '{line}'",
-                i + 1
-            )));
-        };
-        let key = line[..at].trim();
+/// Reads `kquotad`'s properties file (`--config`) as Java's `Properties.load` does (escapes,
+/// continuations, comments; see [`crate::properties`]). Returns the settings in file order, one per
+/// key (a later line wins, as in Java), each with the line it starts on; values are trimmed, as
+/// Kafka's `ConfigDef` trims them.
+///
+/// Refused, naming the line: a malformed `\uXXXX` escape, an empty key (`=value`), and a key that
+/// is not followed by `=` or `:`. Java reads `key value` as a setting and `key` alone as one with
+/// the empty value, but in a server's file either is far more often a slip (a line of prose, a lost
+/// `=`) than meant, so `kquotad` asks for `key=value`, and `key=` for an empty value.
+pub fn parse_properties(text: &str) -> Result<Vec<crate::properties::Property>, ConfigError> {
+    let mut out = crate::properties::parse(text).map_err(|e| ConfigError(e.to_string()))?;
+    for p in &mut out {
+        let (line, key) = (p.line, &p.key);
         if key.is_empty() {
-            return Err(ConfigError(format!("line {}: empty key", i + 1)));
+            return Err(ConfigError(format!("line {line}: empty key")));
         }
-        out.insert(key.to_owned(), line[at + 1..].trim().to_owned());
+        match p.separator {
+            crate::properties::Separator::Sign => {}
+            crate::properties::Separator::Space => {
+                return Err(ConfigError(format!(
+                    "line {line}: expected key=value, got '{key}' followed by a space; kquotad needs '=' or ':' between a key and its value"
+                )))
+            }
+            crate::properties::Separator::Missing => {
+                return Err(ConfigError(format!(
+                    "line {line}: expected key=value, got '{key}' alone; write {key}= for an empty value"
+                )))
+            }
+        }
+        p.value = p.value.trim().to_owned();
     }
     Ok(out)
 }
@@ -870,4 +880,52 @@ async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, body: &[u8]) -> std:
     frame.extend_from_slice(body);
     stream.write_all(&frame).await?;
     stream.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(text: &str) -> Vec<(usize, String, String)> {
+        parse_properties(text)
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.line, p.key, p.value))
+            .collect()
+    }
+
+    fn refusal(text: &str) -> String {
+        parse_properties(text).unwrap_err().0
+    }
+
+    #[test]
+    fn properties_are_read_as_java_reads_them() {
+        let text = "# kquotad\n listeners = PLAINTEXT://127.0.0.1:0,\\\n    SSL://127.0.0.1:0  \nssl.keystore.location=C\\:\\\\ks.pem\nsuper.users:User:admin\nkquota.data.dir=/a\nkquota.data.dir=/b\nssl.key.password=\n";
+        assert_eq!(
+            settings(text),
+            [
+                (2, "listeners", "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"),
+                (4, "ssl.keystore.location", "C:\\ks.pem"),
+                (5, "super.users", "User:admin"),
+                (7, "kquota.data.dir", "/b"),
+                (8, "ssl.key.password", ""),
+            ]
+            .map(|(n, k, v)| (n, k.to_owned(), v.to_owned()))
+        );
+    }
+
+    #[test]
+    fn lines_a_server_should_not_guess_at_are_refused_with_their_number() {
+        assert_eq!(
+            refusal("listeners=PLAINTEXT://127.0.0.1:0\nthis line is wrong\n"),
+            "line 2: expected key=value, got 'this' followed by a space; kquotad needs '=' or ':' between a key and its value"
+        );
+        assert_eq!(
+            refusal("a=1\n\nkquota.data.dir\n"),
+            "line 3: expected key=value, got 'kquota.data.dir' alone; write kquota.data.dir= for an empty value"
+        );
+        assert_eq!(refusal("a=1\n = x\n"), "line 2: empty key");
+        let e = refusal("a=1\n# \\u is fine in a comment\nb=\\u12\n");
+        assert!(e.starts_with("line 3: malformed \\uXXXX escape"), "{e}");
+    }
 }

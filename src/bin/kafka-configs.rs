@@ -1,13 +1,14 @@
 //! `kafka-configs`: the quota subset of Apache Kafka's `kafka-configs.sh` (ConfigCommand), as the
 //! second seed uses it, with Kafka's own output wording.
 
-use std::path::PathBuf;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
+use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 use kquota::client::{
-    clap_failure, error_name, exit_status, load_command_config, usage, AdminClient, Failure,
-    QuotaEntry,
+    bootstrap_servers, clap_failure, error_name, exit_status, load_command_config, usage,
+    write_out, AdminClient, Failure, QuotaEntry,
 };
 use kquota::{Alteration, ComponentMatch, Entity, EntityName, EntityType, QuotaKey};
 
@@ -34,13 +35,15 @@ Examples:
       --delete-config producer_byte_rate
 
 The n-th --entity-name or --entity-default belongs to the n-th --entity-type, in command-line
-order. users and clients combine into one entity; ips stand alone. Keys: producer_byte_rate,
+order; an empty --entity-name is the default too. --user, --client and --ip (and --user-defaults,
+--client-defaults, --ip-defaults) are Kafka's shorter form of the same and cannot be mixed with it.
+users and clients combine into one entity; ips stand alone. Keys: producer_byte_rate,
 consumer_byte_rate, request_percentage, controller_mutation_rate (users, clients) and
 connection_creation_rate (ips); kquota's units are written type:unit (producer_byte_rate:shares).
 
 Exit status:
   0  success
-  1  the server refused the request or could not be reached
+  1  the server refused the request or could not be reached, or a --delete-config key is not set
   2  the command line or the --command-config file is wrong";
 
 /// Describe and alter client quotas the way Kafka's kafka-configs.sh does (--entity-type users,
@@ -51,8 +54,9 @@ struct Args {
     /// The server to connect to: HOST:PORT[,HOST:PORT...]
     #[arg(long, value_name = "SERVERS")]
     bootstrap_server: Option<String>,
-    /// An admin-client properties file: security.protocol (PLAINTEXT), client.id,
-    /// request.timeout.ms, bootstrap.servers
+    /// A Kafka admin-client properties file: security.protocol (PLAINTEXT, SSL, SASL_PLAINTEXT,
+    /// SASL_SSL), sasl.mechanism, sasl.jaas.config, ssl.*, client.id, request.timeout.ms,
+    /// bootstrap.servers (docs/cli.md lists them all)
     #[arg(long, value_name = "FILE")]
     command_config: Option<PathBuf>,
     /// Print the quota configs of the given entities
@@ -64,16 +68,38 @@ struct Args {
     /// users, clients or ips; repeat to combine users and clients
     #[arg(long, value_name = "TYPE")]
     entity_type: Vec<String>,
-    /// The name of the entity of the matching --entity-type
+    /// The name of the entity of the matching --entity-type (empty: the default)
     #[arg(long, value_name = "NAME")]
     entity_name: Vec<String>,
     /// The default entity of the matching --entity-type
-    #[arg(long, action = ArgAction::Count)]
-    entity_default: u8,
-    /// Comma-separated key=value configs to set, e.g. 'producer_byte_rate=1024,consumer_byte_rate=2048'
+    #[arg(long, num_args = 0, action = ArgAction::Append, default_missing_value = "")]
+    entity_default: Vec<String>,
+    /// The user principal: --entity-type users --entity-name USER
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+    /// The quota defaults for all users: --entity-type users --entity-default
+    #[arg(long)]
+    user_defaults: bool,
+    /// The client id: --entity-type clients --entity-name CLIENT
+    #[arg(long, value_name = "CLIENT")]
+    client: Option<String>,
+    /// The quota defaults for all clients: --entity-type clients --entity-default
+    #[arg(long)]
+    client_defaults: bool,
+    /// The IP address: --entity-type ips --entity-name IP
+    #[arg(long, value_name = "IP")]
+    ip: Option<String>,
+    /// The quota defaults for all IPs: --entity-type ips --entity-default
+    #[arg(long)]
+    ip_defaults: bool,
+    /// Comma-separated key=value configs to set, e.g. 'producer_byte_rate=1024,consumer_byte_rate=2048';
+    /// square brackets around a value are removed, as Kafka does
     #[arg(long, value_name = "K=V,...")]
     add_config: Vec<String>,
-    /// Comma-separated keys to remove, e.g. 'producer_byte_rate,consumer_byte_rate'
+    /// A properties file of configs to set (key=value lines), instead of --add-config
+    #[arg(long, value_name = "FILE")]
+    add_config_file: Option<PathBuf>,
+    /// Comma-separated keys to remove, e.g. 'producer_byte_rate,consumer_byte_rate'; each must be set
     #[arg(long, value_name = "K,...")]
     delete_config: Vec<String>,
 }
@@ -87,23 +113,56 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return clap_failure(e),
     };
-    // Names and defaults pair with types by command-line position, as in Kafka.
-    let mut names: Vec<(usize, Option<String>)> = Vec::new();
-    if let Some(idx) = matches.indices_of("entity_name") {
-        names.extend(idx.zip(args.entity_name.iter().cloned().map(Some)));
-    }
-    // A count flag has a default value; only occurrences on the command line have positions.
-    if matches.value_source("entity_default") == Some(clap::parser::ValueSource::CommandLine) {
-        if let Some(idx) = matches.indices_of("entity_default") {
-            names.extend(idx.map(|i| (i, None)));
-        }
-    }
-    names.sort_by_key(|(i, _)| *i);
-    let names: Vec<Option<String>> = names.into_iter().map(|(_, n)| n).collect();
-    exit_status(run(&args, &names))
+    exit_status(entities(&args, &matches).and_then(|(types, names)| run(&args, &types, &names)))
 }
 
-fn run(args: &Args, names: &[Option<String>]) -> Result<(), Failure> {
+/// The entity types and names in Kafka's order (`ConfigCommandOptions.entityTypes` and
+/// `entityNames`): `--entity-type`s, and names and defaults by command-line position, or else the
+/// shorter flags (--client, --user, --ip, then their -defaults). `""` names the default.
+fn entities(args: &Args, matches: &ArgMatches) -> Result<(Vec<String>, Vec<String>), Failure> {
+    let mut positioned: Vec<(usize, String)> = Vec::new();
+    for (id, values) in [
+        ("entity_name", &args.entity_name),
+        ("entity_default", &args.entity_default),
+    ] {
+        if let Some(indices) = matches.indices_of(id) {
+            positioned.extend(indices.zip(values.iter().cloned()));
+        }
+    }
+    positioned.sort_by_key(|(i, _)| *i);
+    let mut types = args.entity_type.clone();
+    let mut names: Vec<String> = positioned.into_iter().map(|(_, n)| n).collect();
+
+    let named = [
+        ("clients", &args.client),
+        ("users", &args.user),
+        ("ips", &args.ip),
+    ];
+    let defaults = [
+        ("clients", args.client_defaults),
+        ("users", args.user_defaults),
+        ("ips", args.ip_defaults),
+    ];
+    let short = named.iter().any(|(_, n)| n.is_some()) || defaults.iter().any(|(_, d)| *d);
+    if short && !(types.is_empty() && names.is_empty()) {
+        return usage("--entity-type, --entity-name and --entity-default cannot be combined with --user, --client, --ip or their -defaults flags; use one form");
+    }
+    for (ty, name) in named {
+        if let Some(name) = name {
+            types.push(ty.to_owned());
+            names.push(name.clone());
+        }
+    }
+    for (ty, on) in defaults {
+        if on {
+            types.push(ty.to_owned());
+            names.push(String::new());
+        }
+    }
+    Ok((types, names))
+}
+
+fn run(args: &Args, types: &[String], names: &[String]) -> Result<(), Failure> {
     let alter = match (args.describe, args.alter) {
         (true, false) => false,
         (false, true) => true,
@@ -112,12 +171,20 @@ fn run(args: &Args, names: &[Option<String>]) -> Result<(), Failure> {
         }
         (false, false) => return usage("give one of --describe or --alter"),
     };
-    if !alter && (!args.add_config.is_empty() || !args.delete_config.is_empty()) {
-        return usage("--add-config and --delete-config apply only to --alter; drop them or use --alter instead");
+    if !alter
+        && (!args.add_config.is_empty()
+            || args.add_config_file.is_some()
+            || !args.delete_config.is_empty())
+    {
+        return usage("--add-config, --add-config-file and --delete-config apply only to --alter; drop them or use --alter instead");
     }
-    let spec = entity_spec(&args.entity_type, names, alter)?;
+    let spec = entity_spec(types, names, alter)?;
     let ops = if alter {
-        config_ops(&args.add_config, &args.delete_config)?
+        config_ops(
+            &args.add_config,
+            args.add_config_file.as_deref(),
+            &args.delete_config,
+        )?
     } else {
         Vec::new()
     };
@@ -132,16 +199,11 @@ fn run(args: &Args, names: &[Option<String>]) -> Result<(), Failure> {
         });
     }
     let config = load_command_config(args.command_config.as_deref())?;
-    let bootstrap = match (&args.bootstrap_server, &config.bootstrap_servers) {
-        (Some(b), _) | (None, Some(b)) => b.clone(),
-        (None, None) => {
-            return usage("--bootstrap-server is required, e.g. --bootstrap-server localhost:9092")
-        }
-    };
+    let bootstrap = bootstrap_servers(args.bootstrap_server.as_deref(), &config)?;
     let mut admin =
         AdminClient::connect(&bootstrap, &config).map_err(|e| Failure::Server(e.to_string()))?;
     if alter {
-        alter_entity(&mut admin, &args.entity_type[0], &spec, &ops)
+        alter_entity(&mut admin, &types[0], &spec, &ops)
     } else {
         describe(&mut admin, &spec)
     }
@@ -152,17 +214,17 @@ fn run(args: &Args, names: &[Option<String>]) -> Result<(), Failure> {
 enum Target {
     /// `--entity-name`.
     Named(String),
-    /// `--entity-default`.
+    /// `--entity-default`, or an empty name.
     Default,
     /// No name: every entity of the type (describe only).
     All,
 }
 
-/// One `(type, target)` per --entity-type.
+/// One `(type, target)` per entity type.
 type Spec = Vec<(EntityType, Target)>;
 
-/// Pairs each --entity-type with its name, as Kafka does.
-fn entity_spec(types: &[String], names: &[Option<String>], alter: bool) -> Result<Spec, Failure> {
+/// Pairs each entity type with its name, as Kafka does.
+fn entity_spec(types: &[String], names: &[String], alter: bool) -> Result<Spec, Failure> {
     if types.is_empty() {
         return usage("--entity-type is required: users, clients or ips");
     }
@@ -183,20 +245,19 @@ fn entity_spec(types: &[String], names: &[Option<String>], alter: bool) -> Resul
         };
         if out.iter().any(|(t, _)| *t == ty) {
             return usage(format!(
-                "--entity-type {} is given twice; give each entity type once",
+                "entity type {} is given twice; give each entity type once",
                 types[i]
             ));
         }
-        let name = match names.get(i) {
-            Some(Some(n)) => Target::Named(n.clone()),
-            Some(None) => Target::Default,
+        let name = match names.get(i).map(String::as_str) {
+            Some("") => Target::Default,
+            Some(n) => Target::Named(n.to_owned()),
             None => Target::All,
         };
-        if let Target::Named(n) = &name {
-            if n.is_empty() {
+        if let (EntityType::Ip, Target::Named(ip)) = (ty, &name) {
+            if ip.parse::<IpAddr>().is_err() {
                 return usage(format!(
-                    "empty --entity-name for {}; use --entity-default for the default",
-                    types[i]
+                    "the entity name for ips must be an IP address such as 192.168.0.1 or ::1, got '{ip}'"
                 ));
             }
         }
@@ -217,12 +278,58 @@ fn entity_spec(types: &[String], names: &[Option<String>], alter: bool) -> Resul
     Ok(out)
 }
 
-fn split(values: &[String]) -> impl Iterator<Item = &str> {
-    values
-        .iter()
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
+/// Whether a separator whose following text is `rest` splits, by the lookahead Kafka's
+/// ConfigCommand puts after `,` and `=` (`(?=[^\]]*(?:\[|$))`): no `]` before the next `[` or the
+/// end, which keeps separators inside `[...]` in the value.
+fn splits_before(rest: &str) -> bool {
+    rest.find(['[', ']'])
+        .map_or(true, |at| rest.as_bytes()[at] == b'[')
+}
+
+/// Splits `text` at every `sep` outside square brackets.
+fn split_outside_brackets(text: &str, sep: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut from = 0;
+    for (at, c) in text.char_indices() {
+        if c == sep && splits_before(&text[at + 1..]) {
+            parts.push(&text[from..at]);
+            from = at + 1;
+        }
+    }
+    parts.push(&text[from..]);
+    parts
+}
+
+/// One --add-config value as `(key, value)` pairs, parsed as Kafka's `parseConfigsToBeAdded` does:
+/// entries at commas and keys at `=`, both outside `[...]`; trailing empty entries dropped (Java's
+/// `String.split`); brackets removed from values.
+fn add_config_entries(text: &str) -> Result<Vec<(String, String)>, Failure> {
+    let mut entries = split_outside_brackets(text, ',');
+    if entries.len() > 1 {
+        while entries.last() == Some(&"") {
+            entries.pop();
+        }
+    }
+    entries
+        .into_iter()
+        .map(|entry| match split_outside_brackets(entry, '=').as_slice() {
+            [key, value] => Ok((
+                key.trim().to_owned(),
+                value.replace(['[', ']'], "").trim().to_owned(),
+            )),
+            _ => usage(format!(
+                "--add-config takes key=value pairs such as producer_byte_rate=1024 (or key=[value] to group a value with commas); got '{entry}'"
+            )),
+        })
+        .collect()
+}
+
+/// Java's `Double.parseDouble` for decimal numbers: surrounding whitespace and a `d` or `f` type
+/// suffix allowed. Only finite values are quotas.
+fn java_parse_double(text: &str) -> Option<f64> {
+    let t = text.trim_matches(|c: char| c <= ' ');
+    let t = t.strip_suffix(['d', 'D', 'f', 'F']).unwrap_or(t);
+    t.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
 fn config_key(key: &str, flag: &str) -> Result<QuotaKey, Failure> {
@@ -233,28 +340,51 @@ fn config_key(key: &str, flag: &str) -> Result<QuotaKey, Failure> {
     })
 }
 
-fn config_ops(add: &[String], delete: &[String]) -> Result<Vec<(QuotaKey, Option<f64>)>, Failure> {
+fn config_ops(
+    add: &[String],
+    add_file: Option<&Path>,
+    delete: &[String],
+) -> Result<Vec<(QuotaKey, Option<f64>)>, Failure> {
+    let mut added: Vec<(String, String, String)> = Vec::new();
+    if let Some(path) = add_file {
+        if !add.is_empty() {
+            return usage("give only one of --add-config or --add-config-file");
+        }
+        let flag = format!("--add-config-file {}", path.display());
+        let text =
+            std::fs::read_to_string(path).or_else(|e| usage(format!("cannot read {flag}: {e}")))?;
+        let properties =
+            kquota::properties::parse(&text).or_else(|e| usage(format!("{flag}: {e}")))?;
+        for p in properties {
+            added.push((p.key, p.value, format!("{flag} line {}", p.line)));
+        }
+    }
+    for text in add {
+        for (key, value) in add_config_entries(text)? {
+            added.push((key, value, "--add-config".to_owned()));
+        }
+    }
     let mut ops: Vec<(QuotaKey, Option<f64>)> = Vec::new();
-    for entry in split(add) {
-        let Some((key, value)) = entry.split_once('=') else {
+    for (key, value, flag) in added {
+        let key = config_key(&key, &flag)?;
+        let Some(v) = java_parse_double(&value) else {
             return usage(format!(
-                "--add-config takes key=value pairs such as producer_byte_rate=1024; got '{entry}'"
-            ));
-        };
-        let key = config_key(key.trim(), "--add-config")?;
-        let Some(v) = value.trim().parse::<f64>().ok().filter(|v| v.is_finite()) else {
-            return usage(format!(
-                "--add-config {key}: '{value}' is not a number; write e.g. {key}=1024"
+                "{flag}: {key}: '{value}' is not a number; write e.g. {key}=1024"
             ));
         };
         ops.push((key, Some(v)));
     }
-    for key in split(delete) {
+    for key in delete
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         ops.push((config_key(key, "--delete-config")?, None));
     }
     if ops.is_empty() {
         return usage(
-            "at least one of --add-config or --delete-config must be specified with --alter",
+            "at least one of --add-config, --add-config-file or --delete-config must be specified with --alter",
         );
     }
     for (i, (k, _)) in ops.iter().enumerate() {
@@ -267,9 +397,9 @@ fn config_ops(add: &[String], delete: &[String]) -> Result<Vec<(QuotaKey, Option
     Ok(ops)
 }
 
-fn describe(admin: &mut AdminClient, spec: &[(EntityType, Target)]) -> Result<(), Failure> {
-    let filter: Vec<(EntityType, ComponentMatch)> = spec
-        .iter()
+/// The filter that matches the targets: exact names, defaults, or (describe only) any name.
+fn filter(spec: &[(EntityType, Target)]) -> Vec<(EntityType, ComponentMatch)> {
+    spec.iter()
         .map(|(ty, name)| {
             let m = match name {
                 Target::Named(n) => ComponentMatch::Exact(n.clone()),
@@ -278,14 +408,18 @@ fn describe(admin: &mut AdminClient, spec: &[(EntityType, Target)]) -> Result<()
             };
             (*ty, m)
         })
-        .collect();
+        .collect()
+}
+
+fn describe(admin: &mut AdminClient, spec: &[(EntityType, Target)]) -> Result<(), Failure> {
     let entries = admin
-        .describe_client_quotas(&filter, true)
+        .describe_client_quotas(&filter(spec), true)
         .map_err(|e| Failure::Server(e.to_string()))?;
-    for entry in java_hash_map_order(&entries, java_entity_hash) {
-        println!("{}", describe_line(entry));
-    }
-    Ok(())
+    let text: String = java_hash_map_order(&entries, java_entity_hash)
+        .into_iter()
+        .map(|entry| describe_line(entry) + "\n")
+        .collect();
+    write_out(&text, "")
 }
 
 /// Kafka's line: `Quota configs for user-principal 'u', client-id 'c' are k=v, k=v`.
@@ -336,6 +470,33 @@ fn alter_entity(
         })
         .collect();
     let entity = Entity::from_parts(&parts).expect("shape checked in entity_spec");
+    // As Kafka's ConfigCommand: a key to delete must be set, or nothing is sent.
+    let deleted: Vec<&QuotaKey> = ops
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(k, _)| k)
+        .collect();
+    if !deleted.is_empty() {
+        let current = admin
+            .describe_client_quotas(&filter(spec), true)
+            .map_err(|e| Failure::Server(e.to_string()))?;
+        let set: Vec<QuotaKey> = current
+            .iter()
+            .flat_map(|entry| &entry.values)
+            .filter_map(|(key, _)| key.parse().ok())
+            .collect();
+        let missing: Vec<String> = deleted
+            .iter()
+            .filter(|k| !set.contains(k))
+            .map(|k| k.to_string())
+            .collect();
+        if !missing.is_empty() {
+            return Err(Failure::Server(format!(
+                "Invalid config(s): {} (not set for {entity}; nothing was changed)",
+                missing.join(",")
+            )));
+        }
+    }
     let mut alteration = Alteration::new(&entity);
     for (key, value) in ops {
         alteration = match value {
@@ -355,11 +516,11 @@ fn alter_entity(
     }
     // Kafka names the first --entity-type and its name.
     let singular = first_type.strip_suffix('s').unwrap_or(first_type);
-    match &spec[0].1 {
-        Target::Named(name) => println!("Completed updating config for {singular} {name}."),
-        _ => println!("Completed updating default config for {first_type} in the cluster."),
-    }
-    Ok(())
+    let message = match &spec[0].1 {
+        Target::Named(name) => format!("Completed updating config for {singular} {name}.\n"),
+        _ => format!("Completed updating default config for {first_type} in the cluster.\n"),
+    };
+    write_out(&message, "the alteration was applied")
 }
 
 /// Java's `Double.toString`: `10.0`, `0.5`, `1.0E7`.

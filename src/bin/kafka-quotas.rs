@@ -4,13 +4,14 @@
 // Help text is written for the terminal: `name[:unit]` is an optional part, not a doc link.
 #![allow(rustdoc::broken_intra_doc_links)]
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use kquota::client::{
-    clap_failure, error_name, exit_status, load_command_config, usage, AdminClient, ClientConfig,
-    Failure, QuotaEntry,
+    bootstrap_servers, clap_failure, error_name, exit_status, load_command_config, usage,
+    write_out, AdminClient, ClientConfig, Failure, QuotaEntry,
 };
 use kquota::{
     format_describe, format_list, Alteration, ComponentMatch, DescribedQuota, Engine, Entity,
@@ -72,8 +73,9 @@ struct Args {
     /// The server to connect to: HOST:PORT[,HOST:PORT...]
     #[arg(long, value_name = "SERVERS")]
     bootstrap_server: Option<String>,
-    /// An admin-client properties file: security.protocol (PLAINTEXT), client.id,
-    /// request.timeout.ms, bootstrap.servers
+    /// A Kafka admin-client properties file: security.protocol (PLAINTEXT, SSL, SASL_PLAINTEXT,
+    /// SASL_SSL), sasl.mechanism, sasl.jaas.config, ssl.*, client.id, request.timeout.ms,
+    /// bootstrap.servers (docs/cli.md lists them all)
     #[arg(long, value_name = "FILE")]
     command_config: Option<PathBuf>,
     /// List the entities that match --names / --defaults / --prefix and their configured entries
@@ -154,12 +156,7 @@ fn run(args: Args) -> Result<(), Failure> {
     let op = operation(&args)?;
     let components = entity_spec(&args)?;
     let config = load_command_config(args.command_config.as_deref())?;
-    let bootstrap = match (&args.bootstrap_server, &config.bootstrap_servers) {
-        (Some(b), _) | (None, Some(b)) => b.clone(),
-        (None, None) => {
-            return usage("--bootstrap-server is required, e.g. --bootstrap-server localhost:9092")
-        }
-    };
+    let bootstrap = bootstrap_servers(args.bootstrap_server.as_deref(), &config)?;
     match op {
         Operation::List => list(&bootstrap, &config, &components, args.output),
         Operation::Describe => describe(
@@ -256,6 +253,11 @@ fn entity_spec(args: &Args) -> Result<Vec<(EntityType, Spec)>, Failure> {
         if name.is_empty() {
             return usage(format!(
                 "empty {ty} name in --names; for the default {ty} write --defaults={ty}"
+            ));
+        }
+        if ty == EntityType::Ip && name.parse::<IpAddr>().is_err() {
+            return usage(format!(
+                "'{name}' in --names is not an IP address; write e.g. ip=192.168.0.1 or ip=::1"
             ));
         }
         push(ty, Spec::Name(name.to_owned()))?;
@@ -374,11 +376,11 @@ fn list(
         .describe_client_quotas(&filter.components, false)
         .map_err(server_failure)?;
     let listed = local_engine(entries)?.list(&filter);
-    match output {
-        Output::Text => print!("{}", format_list(&listed)),
-        Output::Json => println!("{}", list_json(&listed)),
-    }
-    Ok(())
+    let text = match output {
+        Output::Text => format_list(&listed),
+        Output::Json => format!("{}\n", list_json(&listed)),
+    };
+    write_out(&text, "")
 }
 
 fn describe(
@@ -438,14 +440,14 @@ fn describe(
     }
     let engine = local_engine(entries)?;
     let described = engine.describe(user.as_deref(), client.as_deref(), include_overrides);
-    match output {
-        Output::Text => print!("{}", format_describe(&described)),
-        Output::Json => println!(
-            "{}",
+    let text = match output {
+        Output::Text => format_describe(&described),
+        Output::Json => format!(
+            "{}\n",
             describe_json(user.as_deref(), client.as_deref(), &described)
         ),
-    }
-    Ok(())
+    };
+    write_out(&text, "")
 }
 
 /// Describes an ip's `connection_creation_rate`: `{ip=x}`, then `{ip=<default>}` (an ip with no
@@ -482,7 +484,7 @@ fn describe_ip(
     if !include_overrides {
         found.truncate(1);
     }
-    match output {
+    let text = match output {
         Output::Text => {
             let rows: Vec<[String; 4]> = found
                 .iter()
@@ -501,7 +503,7 @@ fn describe_ip(
                     ]
                 })
                 .collect();
-            print!("{}", format_rows(&rows));
+            format_rows(&rows)
         }
         Output::Json => {
             let quotas: Vec<Value> = found
@@ -522,10 +524,10 @@ fn describe_ip(
                 })
                 .into_iter()
                 .collect();
-            println!("{}", json!({"version": 1, "ip": ip, "quotas": quotas}));
+            format!("{}\n", json!({"version": 1, "ip": ip, "quotas": quotas}))
         }
-    }
-    Ok(())
+    };
+    write_out(&text, "")
 }
 
 /// A value as the text output prints it: whole numbers without a fraction.

@@ -193,13 +193,14 @@ fn settings(args: &Args) -> Result<ServerConfig, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let props = parse_properties(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        for (key, value) in &props {
-            if KNOWN_PROPERTIES.contains(&key.as_str()) {
+        for p in &props {
+            let at = format!("{}: line {}", path.display(), p.line);
+            if KNOWN_PROPERTIES.contains(&p.key.as_str()) {
                 config
-                    .set(key, value)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                    .set(&p.key, &p.value)
+                    .map_err(|e| format!("{at}: {e}"))?;
             } else {
-                warn!("{}: ignoring unknown setting '{key}'", path.display());
+                warn!("{at}: ignoring unknown setting '{}'", p.key);
             }
         }
     }

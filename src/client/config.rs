@@ -91,38 +91,6 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Splits Java properties text into `(key, value)` pairs: `#` and `!` comment lines, `=`, `:` or
-/// whitespace as the separator, a trailing backslash continues a line.
-pub fn parse_properties(text: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut logical = String::new();
-    for raw in text.lines() {
-        let line = raw.trim_start();
-        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
-        {
-            continue;
-        }
-        let continued = line.ends_with('\\') && !line.ends_with("\\\\");
-        logical.push_str(if continued {
-            &line[..line.len() - 1]
-        } else {
-            line
-        });
-        if continued {
-            continue;
-        }
-        let entry = std::mem::take(&mut logical);
-        let sep = entry.find(['=', ':', ' ', '\t']).unwrap_or(entry.len());
-        let key = entry[..sep].trim().to_owned();
-        let mut value = entry[sep..].trim_start();
-        if let Some(rest) = value.strip_prefix(['=', ':']) {
-            value = rest.trim_start();
-        }
-        out.push((key, value.trim_end().to_owned()));
-    }
-    out
-}
-
 impl ClientConfig {
     /// Reads a `--command-config` file. Returns the settings and one warning per key that is not
     /// understood (each naming the file), or a one-line error naming the file.
@@ -138,14 +106,19 @@ impl ClientConfig {
         Ok((config, warnings))
     }
 
-    /// Reads settings from properties text. Returns the settings and one warning per key that is not
-    /// understood; an unsupported `security.protocol` or a bad number is an error.
+    /// Reads settings from properties text, as Kafka's admin client reads them: Java's syntax (see
+    /// [`crate::properties`]; a key alone has the empty value, a later line wins) and values trimmed,
+    /// as Kafka's `ConfigDef` trims them. Returns the settings and one warning per key that is not
+    /// understood; a malformed `\uXXXX` escape (naming its line), an unsupported
+    /// `security.protocol` or `ssl.protocol`, or a bad number is an error.
     pub fn from_properties(text: &str) -> Result<(ClientConfig, Vec<String>), ConfigError> {
         let mut config = ClientConfig::default();
         let mut warnings = Vec::new();
         // Security keys depend on each other; they are read first and checked together below.
         let mut security: BTreeMap<String, String> = BTreeMap::new();
-        for (key, value) in parse_properties(text) {
+        let properties = crate::properties::parse(text).map_err(|e| ConfigError(e.to_string()))?;
+        for property in properties {
+            let (key, value) = (property.key, property.value.trim().to_owned());
             match key.as_str() {
                 "security.protocol" => {
                     config.security_protocol = value
@@ -307,11 +280,45 @@ impl ClientConfig {
                     )))
                 }
             };
+            let versions = tls_versions(get("ssl.protocol"))?;
             self.tls = Some(
-                tls::client_config(&trust, identity.as_ref(), verify_hostname).map_err(tls_err)?,
+                tls::client_config(&trust, identity.as_ref(), verify_hostname, versions)
+                    .map_err(tls_err)?,
             );
         }
         Ok(())
+    }
+}
+
+/// TLS 1.2 alone, for `ssl.protocol=TLSv1.2`.
+static TLS12_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS12];
+
+/// The TLS versions the client offers for `ssl.protocol`, as Kafka's admin client on Java 11 or newer
+/// with the default `ssl.enabled.protocols=TLSv1.2,TLSv1.3` offers them (this client does not read
+/// that key): `ssl.protocol` names the `SSLContext`, and `ssl.enabled.protocols` picks from what
+/// that context supports. rustls's defaults are TLS 1.3 and 1.2.
+///
+/// * `TLSv1.3` (Kafka's default) supports 1.3 and 1.2: 1.3 is preferred and a server without it
+///   gets 1.2 (Kafka: "clients will downgrade to 'TLSv1.2' if the server does not support
+///   'TLSv1.3'").
+/// * `TLS` is Java's generic context, which on Java 11 or newer supports the same.
+/// * `TLSv1.2` supports 1.2 alone (Kafka: "clients will not use 'TLSv1.3' even if ... the server
+///   only supports 'TLSv1.3'").
+///
+/// Names are matched ignoring case, as Java matches algorithm names. `TLSv1.1` and older (and
+/// `SSL`, `SSLv3`) are refused: rustls speaks none of them, and Kafka discourages them.
+fn tls_versions(
+    value: Option<&str>,
+) -> Result<&'static [&'static rustls::SupportedProtocolVersion], ConfigError> {
+    match value {
+        None => Ok(rustls::DEFAULT_VERSIONS),
+        Some(v) if v.eq_ignore_ascii_case("TLSv1.3") || v.eq_ignore_ascii_case("TLS") => {
+            Ok(rustls::DEFAULT_VERSIONS)
+        }
+        Some(v) if v.eq_ignore_ascii_case("TLSv1.2") => Ok(TLS12_ONLY),
+        Some(v) => Err(ConfigError(format!(
+            "ssl.protocol={v}: expected TLSv1.3 (the default: TLS 1.3, or 1.2 with a server without 1.3), TLS (the same) or TLSv1.2 (TLS 1.2 only); TLSv1.1 and older are not supported"
+        ))),
     }
 }
 
@@ -320,15 +327,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn properties_parse_like_java() {
-        let text = "# comment\n! also\n a = 1\nb:2\nc 3\nd=x\\\n  y\n\ne=\n";
-        let got = parse_properties(text);
-        let want: Vec<(String, String)> =
-            [("a", "1"), ("b", "2"), ("c", "3"), ("d", "xy"), ("e", "")]
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-        assert_eq!(got, want);
+    fn properties_are_read_as_java_reads_them() {
+        // Comments, the three separators, escapes, continuations (odd backslashes), a later line
+        // winning, values trimmed as Kafka's ConfigDef trims them, UTF-8 kept.
+        let text = "# comment \\u12\n! also\n client.id = caf\\u00e9\\\n    -\\\\\\\n   ☃  \nrequest.timeout.ms:1\nrequest.timeout.ms:500\nbootstrap.servers localhost\\:9092\n";
+        let (c, w) = ClientConfig::from_properties(text).unwrap();
+        assert_eq!(c.client_id, "café-\\☃");
+        assert_eq!(c.request_timeout, Duration::from_millis(500));
+        assert_eq!(c.bootstrap_servers.as_deref(), Some("localhost:9092"));
+        assert!(w.is_empty(), "{w:?}");
+        // A key alone is the empty value, as in Java.
+        let (c, _) = ClientConfig::from_properties("bootstrap.servers\n").unwrap();
+        assert_eq!(c.bootstrap_servers.as_deref(), Some(""));
+        // Passwords keep their UTF-8.
+        let (c, _) = ClientConfig::from_properties(
+            "security.protocol=SASL_PLAINTEXT\r\nsasl.mechanism=PLAIN\r\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"jürgen\" password=\"pässwörd☃\";\r\n",
+        )
+        .unwrap();
+        let login = c.sasl.unwrap();
+        assert_eq!(
+            (login.username.as_str(), login.password.as_str()),
+            ("jürgen", "pässwörd☃")
+        );
+    }
+
+    #[test]
+    fn a_malformed_escape_is_an_error_naming_the_file_and_line() {
+        assert_eq!(
+            error("client.id=a\nsasl.jaas.config=x \\u12\n"),
+            "line 2: malformed \\uXXXX escape (not enough digits): \\u must be followed by four hex digits; write \\\\ for a backslash"
+        );
+        let path =
+            std::env::temp_dir().join(format!("kquota-config-{}.properties", std::process::id()));
+        std::fs::write(
+            &path,
+            "client.id=a\n\nssl.truststore.location=C:\\users\\ca.pem\n",
+        )
+        .unwrap();
+        let e = ClientConfig::from_file(&path).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            e,
+            format!("--command-config {}: line 3: malformed \\uXXXX escape (not hex): \\u must be followed by four hex digits; write \\\\ for a backslash", path.display())
+        );
     }
 
     #[test]
@@ -403,5 +444,197 @@ mod tests {
             "security.protocol=SSL\nssl.truststore.certificates={pem}\nssl.endpoint.identification.algorithm=none"
         ))
         .contains("expected https"));
+    }
+
+    /// A server certificate for `localhost` and the client settings that trust it, inline.
+    struct Server {
+        identity: KeyPair,
+        trust: String,
+    }
+
+    fn tls_server() -> Server {
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let identity = KeyPair {
+            chain: tls::certificates(&cert.cert.pem(), "chain").unwrap(),
+            key: tls::private_key(&cert.key_pair.serialize_pem(), "key").unwrap(),
+        };
+        let trust = format!(
+            "security.protocol=SSL\nssl.truststore.certificates={}\n",
+            cert.cert.pem().replace('\n', "\\\n")
+        );
+        Server { identity, trust }
+    }
+
+    /// A server configuration offering `versions`.
+    fn server_config(
+        identity: &KeyPair,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> Arc<rustls::ServerConfig> {
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(identity.chain.clone(), identity.key.clone_key())
+        .unwrap();
+        Arc::new(config)
+    }
+
+    /// Runs a TLS handshake in memory and returns the version it agreed on.
+    fn handshake(
+        client: &ClientConfig,
+        server: Arc<rustls::ServerConfig>,
+        name: &str,
+    ) -> Result<rustls::ProtocolVersion, rustls::Error> {
+        let name = rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
+        let mut c: rustls::Connection =
+            rustls::ClientConnection::new(client.tls.clone().unwrap(), name)?.into();
+        let mut s: rustls::Connection = rustls::ServerConnection::new(server)?.into();
+        fn pump(
+            from: &mut rustls::Connection,
+            to: &mut rustls::Connection,
+        ) -> Result<(), rustls::Error> {
+            let mut bytes = Vec::new();
+            while from.wants_write() {
+                from.write_tls(&mut bytes).unwrap();
+            }
+            let mut rest = &bytes[..];
+            while !rest.is_empty() {
+                to.read_tls(&mut rest).unwrap();
+                to.process_new_packets()?;
+            }
+            Ok(())
+        }
+        for _ in 0..8 {
+            pump(&mut c, &mut s)?;
+            pump(&mut s, &mut c)?;
+            if !c.is_handshaking() && !s.is_handshaking() {
+                return Ok(c.protocol_version().unwrap());
+            }
+        }
+        panic!("the handshake did not finish");
+    }
+
+    #[test]
+    fn ssl_protocol_picks_the_tls_versions() {
+        use rustls::version::{TLS12, TLS13};
+        use rustls::ProtocolVersion::{TLSv1_2, TLSv1_3};
+        let server = tls_server();
+        let client = |extra: &str| {
+            ClientConfig::from_properties(&format!("{}{extra}", server.trust))
+                .unwrap()
+                .0
+        };
+        let both = server_config(&server.identity, &[&TLS13, &TLS12]);
+        let only_12 = server_config(&server.identity, &[&TLS12]);
+        let only_13 = server_config(&server.identity, &[&TLS13]);
+        // Unset, TLSv1.3 (Kafka's default) and TLS: 1.3, or 1.2 with a server without 1.3.
+        for extra in [
+            "",
+            "ssl.protocol=TLSv1.3\n",
+            "ssl.protocol=TLS\n",
+            "ssl.protocol = tlsv1.3 \n",
+        ] {
+            let c = client(extra);
+            assert_eq!(
+                handshake(&c, both.clone(), "localhost"),
+                Ok(TLSv1_3),
+                "{extra}"
+            );
+            assert_eq!(
+                handshake(&c, only_12.clone(), "localhost"),
+                Ok(TLSv1_2),
+                "{extra}"
+            );
+            assert_eq!(
+                handshake(&c, only_13.clone(), "localhost"),
+                Ok(TLSv1_3),
+                "{extra}"
+            );
+        }
+        // TLSv1.2: 1.2 alone, even with a server that prefers 1.3; a 1.3-only server is refused.
+        let c = client("ssl.protocol=TLSv1.2\n");
+        assert_eq!(handshake(&c, both.clone(), "localhost"), Ok(TLSv1_2));
+        assert_eq!(handshake(&c, only_12.clone(), "localhost"), Ok(TLSv1_2));
+        assert!(handshake(&c, only_13.clone(), "localhost").is_err());
+        // Its host name check, and turning that off, work as with the other values.
+        assert!(matches!(
+            handshake(&c, both.clone(), "kafka.example"),
+            Err(rustls::Error::InvalidCertificate(_))
+        ));
+        let c = client("ssl.protocol=TLSv1.2\nssl.endpoint.identification.algorithm=\n");
+        assert_eq!(handshake(&c, both.clone(), "kafka.example"), Ok(TLSv1_2));
+        // A server certificate from another CA is still refused.
+        let other = tls_server();
+        assert!(matches!(
+            handshake(&c, server_config(&other.identity, &[&TLS12]), "localhost"),
+            Err(rustls::Error::InvalidCertificate(_))
+        ));
+    }
+
+    #[test]
+    fn ssl_protocol_tls12_presents_the_client_certificate() {
+        use rustls::version::TLS12;
+        let server = tls_server();
+        let client = rcgen::generate_simple_self_signed(vec!["client".to_owned()]).unwrap();
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new({
+                let mut roots = rustls::RootCertStore::empty();
+                roots.add(client.cert.der().clone()).unwrap();
+                roots
+            }),
+            Arc::new(rustls::crypto::ring::default_provider()),
+        )
+        .build()
+        .unwrap();
+        let requires = Arc::new(
+            rustls::ServerConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_protocol_versions(&[&TLS12])
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(
+                server.identity.chain.clone(),
+                server.identity.key.clone_key(),
+            )
+            .unwrap(),
+        );
+        let without =
+            ClientConfig::from_properties(&format!("{}ssl.protocol=TLSv1.2\n", server.trust))
+                .unwrap()
+                .0;
+        assert!(handshake(&without, requires.clone(), "localhost").is_err());
+        let with = ClientConfig::from_properties(&format!(
+            "{}ssl.protocol=TLSv1.2\nssl.keystore.certificate.chain={}\nssl.keystore.key={}\n",
+            server.trust,
+            client.cert.pem().replace('\n', "\\\n"),
+            client.key_pair.serialize_pem().replace('\n', "\\\n"),
+        ))
+        .unwrap()
+        .0;
+        assert_eq!(
+            handshake(&with, requires, "localhost"),
+            Ok(rustls::ProtocolVersion::TLSv1_2)
+        );
+    }
+
+    #[test]
+    fn other_ssl_protocols_are_refused() {
+        let server = tls_server();
+        for value in ["TLSv1.1", "TLSv1", "SSLv3", "SSL", "", "TLSv1.4", "garbage"] {
+            let e = error(&format!("{}ssl.protocol={value}\n", server.trust));
+            assert_eq!(
+                e,
+                format!("ssl.protocol={value}: expected TLSv1.3 (the default: TLS 1.3, or 1.2 with a server without 1.3), TLS (the same) or TLSv1.2 (TLS 1.2 only); TLSv1.1 and older are not supported")
+            );
+        }
+        // Without TLS the key has no effect, as every ssl.* key.
+        let (_, w) = ClientConfig::from_properties("ssl.protocol=TLSv1.2\n").unwrap();
+        assert_eq!(
+            w,
+            ["'ssl.protocol' has no effect with security.protocol=PLAINTEXT"]
+        );
     }
 }

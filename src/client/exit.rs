@@ -1,9 +1,10 @@
 //! How the command line tools end: the exit statuses they document, and clap's refusals as one line.
 
+use std::io::{ErrorKind, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::ClientConfig;
+use super::{parse_bootstrap, ClientConfig};
 
 /// Why a tool failed.
 #[derive(Debug)]
@@ -12,6 +13,34 @@ pub enum Failure {
     Usage(String),
     /// The server refused or could not be reached: exit status 1.
     Server(String),
+    /// Standard output could not be written (a full disk, a closed pipe): exit status 1. The text
+    /// says what had already happened, such as an alteration that was applied.
+    Output(String, std::io::Error),
+}
+
+/// Writes `text` to standard output and flushes it. A failure is [`Failure::Output`], with
+/// `done` saying what had already happened before the output was lost (empty if nothing had).
+pub fn write_out(text: &str, done: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::Output(done.to_owned(), e))
+}
+
+/// The servers to bootstrap from: `--bootstrap-server`, else `bootstrap.servers` from
+/// `--command-config`. A missing or malformed list is a usage failure.
+pub fn bootstrap_servers(flag: Option<&str>, config: &ClientConfig) -> Result<String, Failure> {
+    let (list, source) = match (flag, &config.bootstrap_servers) {
+        (Some(list), _) => (list, "--bootstrap-server"),
+        (None, Some(list)) => (list.as_str(), "bootstrap.servers in --command-config"),
+        (None, None) => {
+            return usage("--bootstrap-server is required, e.g. --bootstrap-server localhost:9092")
+        }
+    };
+    match parse_bootstrap(list) {
+        Ok(_) => Ok(list.to_owned()),
+        Err(e) => usage(format!("{source}: {e}")),
+    }
 }
 
 /// A usage failure, as a `Result`.
@@ -44,16 +73,30 @@ pub fn exit_status(result: Result<(), Failure>) -> ExitCode {
             eprintln!("error: {m}");
             ExitCode::from(1)
         }
+        // The reader went away (`| head`): nothing to tell it, and nobody to tell but stderr.
+        Err(Failure::Output(done, e)) if e.kind() == ErrorKind::BrokenPipe && done.is_empty() => {
+            ExitCode::from(1)
+        }
+        Err(Failure::Output(done, e)) => {
+            let done = if done.is_empty() {
+                String::new()
+            } else {
+                format!(" ({done})")
+            };
+            eprintln!("error: could not write the output: {e}{done}");
+            ExitCode::from(1)
+        }
     }
 }
 
 /// Help and version go to stdout with status 0; anything else clap refuses becomes one line and
 /// status 2, with clap's tip (if any) on the same line.
 pub fn clap_failure(e: clap::Error) -> ExitCode {
-    use clap::error::ErrorKind;
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        let _ = e.print();
-        return ExitCode::SUCCESS;
+    if matches!(
+        e.kind(),
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+    ) {
+        return exit_status(write_out(&e.render().to_string(), ""));
     }
     eprintln!("{}", one_line(&e.render().to_string()));
     ExitCode::from(2)

@@ -39,8 +39,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
-pub use config::{parse_properties, ClientConfig, ConfigError, SaslLogin, KNOWN_KEYS};
-pub use exit::{clap_failure, exit_status, load_command_config, usage, Failure};
+pub use config::{ClientConfig, ConfigError, SaslLogin, KNOWN_KEYS};
+pub use exit::{
+    bootstrap_servers, clap_failure, exit_status, load_command_config, usage, write_out, Failure,
+};
 pub use jaas::{parse_jaas, JaasConfig, PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE};
 
 use crate::alter::{AlterResult, Alteration, EntityPart};
@@ -53,10 +55,45 @@ use crate::security::SaslMechanism;
 /// The largest response this client reads (Kafka's default `socket.request.max.bytes`).
 const MAX_RESPONSE_BYTES: usize = 100 * 1024 * 1024;
 
+/// Splits a bootstrap list (`host:port[,host:port...]`, as Kafka's `bootstrap.servers`) into its
+/// servers, or says which entry is not `HOST:PORT` with a port from 1 to 65535. Blank entries are
+/// skipped, as Kafka skips them; an IPv6 host is written in brackets (`[::1]:9092`).
+pub fn parse_bootstrap(list: &str) -> Result<Vec<&str>, String> {
+    let servers: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if servers.is_empty() {
+        return Err(format!(
+            "no server in bootstrap list '{list}'; write HOST:PORT, e.g. localhost:9092"
+        ));
+    }
+    for server in &servers {
+        let valid = server.rsplit_once(':').is_some_and(|(host, port)| {
+            let host = host
+                .strip_prefix('[')
+                .and_then(|h| h.strip_suffix(']'))
+                .unwrap_or(host);
+            !host.is_empty()
+                && !host.contains(['[', ']'])
+                && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !valid {
+            return Err(format!(
+                "invalid server '{server}' in bootstrap list: write HOST:PORT with a port from 1 to 65535, e.g. localhost:9092"
+            ));
+        }
+    }
+    Ok(servers)
+}
+
 /// Why an admin call failed.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ClientError {
+    /// The bootstrap list is not a list of `HOST:PORT`.
+    Bootstrap(String),
     /// No bootstrap server could be reached; one message per server tried.
     Connect(Vec<String>),
     /// The connection failed or timed out after it was established.
@@ -77,6 +114,7 @@ pub enum ClientError {
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            ClientError::Bootstrap(m) => f.write_str(m),
             ClientError::Connect(tried) => {
                 write!(f, "could not connect: {}", tried.join("; "))
             }
@@ -212,19 +250,13 @@ impl AdminClient {
     /// Connects to the first server of `bootstrap` (`host:port[,host:port...]`) that accepts a
     /// connection and answers ApiVersions.
     pub fn connect(bootstrap: &str, config: &ClientConfig) -> Result<AdminClient, ClientError> {
+        let servers = parse_bootstrap(bootstrap).map_err(ClientError::Bootstrap)?;
         let mut tried = Vec::new();
-        for server in bootstrap
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
+        for server in servers {
             match AdminClient::connect_one(server, config) {
                 Ok(client) => return Ok(client),
                 Err(e) => tried.push(format!("{server}: {e}")),
             }
-        }
-        if tried.is_empty() {
-            tried.push("no server given".to_owned());
         }
         Err(ClientError::Connect(tried))
     }
@@ -595,5 +627,32 @@ mod tests {
         assert_eq!(error_name(ErrorCode(31)), "CLUSTER_AUTHORIZATION_FAILED");
         assert_eq!(error_name(ErrorCode(0)), "NONE");
         assert_eq!(error_name(ErrorCode(9999)), "UNKNOWN(9999)");
+    }
+
+    #[test]
+    fn bootstrap_lists_are_host_port_pairs() {
+        assert_eq!(
+            parse_bootstrap(" a:9092, ,[::1]:19092,10.0.0.1:1 ,").unwrap(),
+            ["a:9092", "[::1]:19092", "10.0.0.1:1"]
+        );
+        for bad in [
+            "localhost",
+            "127.0.0.1:99999",
+            "h:0",
+            ":9092",
+            "h:",
+            "h:x",
+            "[]:9092",
+            "a]:1",
+        ] {
+            let e = parse_bootstrap(bad).unwrap_err();
+            assert!(
+                e.starts_with(&format!("invalid server '{bad}'")),
+                "{bad}: {e}"
+            );
+        }
+        for empty in ["", " , ,"] {
+            assert!(parse_bootstrap(empty).unwrap_err().starts_with("no server"));
+        }
     }
 }

@@ -193,17 +193,19 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
-/// The admin client's TLS configuration: trust anchors, an optional client certificate, and
-/// whether the server's name is checked (`ssl.endpoint.identification.algorithm=https`).
+/// The admin client's TLS configuration: trust anchors, an optional client certificate, whether
+/// the server's name is checked (`ssl.endpoint.identification.algorithm=https`), and the TLS
+/// versions it may negotiate (`ssl.protocol`; `rustls::DEFAULT_VERSIONS` is TLS 1.3 and 1.2).
 pub fn client_config(
     trust: &[CertificateDer<'static>],
     identity: Option<&KeyPair>,
     verify_hostname: bool,
+    versions: &[&'static rustls::SupportedProtocolVersion],
 ) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     let roots = Arc::new(roots(trust, "ssl.truststore.location")?);
     let builder = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError(e.to_string()))?;
+        .with_protocol_versions(versions)
+        .map_err(|e| TlsError(format!("ssl.protocol: {e}")))?;
     let inner = WebPkiServerVerifier::builder_with_provider(roots, provider())
         .build()
         .map_err(|e| TlsError(format!("server certificate verifier: {e}")))?;

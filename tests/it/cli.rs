@@ -769,11 +769,11 @@ fn kafka_configs_usage_errors_exit_2() {
         ),
         (
             &["--alter", "--entity-type", "users", "--entity-name", "a"],
-            "error: at least one of --add-config or --delete-config must be specified with --alter",
+            "error: at least one of --add-config, --add-config-file or --delete-config must be specified with --alter",
         ),
         (
             &["--describe", "--entity-type", "users", "--add-config", "producer_byte_rate=1"],
-            "error: --add-config and --delete-config apply only to --alter; drop them or use --alter instead",
+            "error: --add-config, --add-config-file and --delete-config apply only to --alter; drop them or use --alter instead",
         ),
         (
             &["--alter", "--entity-type", "users", "--entity-name", "a", "--add-config", "bogus=1"],
@@ -805,5 +805,318 @@ fn help_has_examples_and_exit_codes() {
         assert_eq!(r.code, 0);
         assert!(r.stdout.contains("Examples:"), "{}", r.stdout);
         assert!(r.stdout.contains("Exit status:"), "{}", r.stdout);
+    }
+}
+
+#[test]
+fn kafka_configs_entity_forms_match_kafkas() {
+    let server = start();
+    // Two defaults on one command line: {user=<default>, client-id=<default>}.
+    assert_eq!(
+        ok(kafka_configs(
+            &server,
+            &[
+                "--alter",
+                "--entity-type",
+                "users",
+                "--entity-default",
+                "--entity-type",
+                "clients",
+                "--entity-default",
+                "--add-config",
+                "request_percentage=44",
+            ]
+        )),
+        "Completed updating default config for users in the cluster.\n"
+    );
+    // An empty --entity-name is the default, as in Kafka; the filter is the exact entity.
+    assert_eq!(
+        ok(kafka_configs(
+            &server,
+            &[
+                "--describe",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                "",
+                "--entity-type",
+                "clients",
+                "--entity-default",
+            ]
+        )),
+        "Quota configs for the default user-principal, the default client-id are request_percentage=44.0\n"
+    );
+    // Kafka's shorter flags: --client comes first in Kafka's order, so the message names it.
+    assert_eq!(
+        ok(kafka_configs(
+            &server,
+            &[
+                "--alter",
+                "--user",
+                "alice",
+                "--client",
+                "app",
+                "--add-config",
+                "producer_byte_rate=[1024],consumer_byte_rate = 2048d",
+            ]
+        )),
+        "Completed updating config for client app.\n"
+    );
+    assert_eq!(
+        ok(kafka_configs(&server, &["--describe", "--user", "alice", "--client", "app"])),
+        "Quota configs for user-principal 'alice', client-id 'app' are consumer_byte_rate=2048.0, producer_byte_rate=1024.0\n"
+    );
+    assert_eq!(
+        ok(kafka_configs(
+            &server,
+            &[
+                "--alter",
+                "--ip-defaults",
+                "--add-config",
+                "connection_creation_rate=7"
+            ]
+        )),
+        "Completed updating default config for ips in the cluster.\n"
+    );
+    assert_eq!(
+        ok(kafka_configs(
+            &server,
+            &["--describe", "--entity-type", "ips"]
+        )),
+        "Quota configs for the default ip are connection_creation_rate=7.0\n"
+    );
+}
+
+#[test]
+fn kafka_configs_add_config_file_and_deleting_what_is_not_set() {
+    let server = start();
+    let dir = temp_dir("add-config-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("quotas.properties");
+    // Java properties syntax: a comment, an escape in the key, ':' as the separator.
+    std::fs::write(
+        &file,
+        "# quotas for bob\nproducer\\_byte_rate=4096\nconsumer_byte_rate: 8192\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    assert_eq!(
+        ok(kafka_configs(
+            &server,
+            &["--alter", "--user", "bob", "--add-config-file", file]
+        )),
+        "Completed updating config for user bob.\n"
+    );
+    assert_eq!(
+        ok(kafka_configs(&server, &["--describe", "--user", "bob"])),
+        "Quota configs for user-principal 'bob' are consumer_byte_rate=8192.0, producer_byte_rate=4096.0\n"
+    );
+    // Deleting a key that is not set changes nothing, as in Kafka ("Invalid config(s)").
+    let r = kafka_configs(
+        &server,
+        &[
+            "--alter",
+            "--user",
+            "bob",
+            "--delete-config",
+            "producer_byte_rate,request_percentage",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(
+        r.stderr,
+        "error: Invalid config(s): request_percentage (not set for {user=bob}; nothing was changed)\n"
+    );
+    assert_eq!(
+        ok(kafka_configs(&server, &["--describe", "--user", "bob"])),
+        "Quota configs for user-principal 'bob' are consumer_byte_rate=8192.0, producer_byte_rate=4096.0\n",
+        "the key that was set is still set"
+    );
+    let r = kafka_configs(
+        &server,
+        &[
+            "--alter",
+            "--add-config-file",
+            file,
+            "--add-config",
+            "producer_byte_rate=1",
+            "--user",
+            "bob",
+        ],
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(
+        r.stderr,
+        "error: give only one of --add-config or --add-config-file\n"
+    );
+}
+
+#[test]
+fn kafka_configs_new_usage_errors_exit_2() {
+    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--alter", "--entity-type", "clients", "--entity-default", "--entity-default", "--add-config", "request_percentage=1"],
+            "error: each --entity-name or --entity-default needs its own --entity-type, e.g. --entity-type users --entity-name alice",
+        ),
+        (
+            &["--describe", "--entity-type", "users", "--client", "c"],
+            "error: --entity-type, --entity-name and --entity-default cannot be combined with --user, --client, --ip or their -defaults flags; use one form",
+        ),
+        (
+            &["--describe", "--client", "c", "--client-defaults"],
+            "error: entity type clients is given twice; give each entity type once",
+        ),
+        (
+            &["--describe", "--entity-type", "ips", "--entity-name", "not_an_ip!!"],
+            "error: the entity name for ips must be an IP address such as 192.168.0.1 or ::1, got 'not_an_ip!!'",
+        ),
+        (
+            &["--alter", "--user", "u", "--add-config", "producer_byte_rate=1=2"],
+            "error: --add-config takes key=value pairs such as producer_byte_rate=1024 (or key=[value] to group a value with commas); got 'producer_byte_rate=1=2'",
+        ),
+        (
+            &["--alter", "--user", "u", "--add-config", "producer_byte_rate=12abc"],
+            "error: --add-config: producer_byte_rate: '12abc' is not a number; write e.g. producer_byte_rate=1024",
+        ),
+        (
+            &["--alter", "--user", "u", "--add-config-file", "/nonexistent/quotas.properties"],
+            "error: cannot read --add-config-file /nonexistent/quotas.properties: No such file or directory (os error 2)",
+        ),
+    ];
+    for (args, message) in cases {
+        let r = run(env!("CARGO_BIN_EXE_kafka-configs"), Some(addr), args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert_eq!(r.stderr, format!("{message}\n"), "{args:?}");
+    }
+}
+
+#[test]
+fn malformed_bootstrap_lists_and_ips_are_usage_errors() {
+    for (bin, args) in [
+        (env!("CARGO_BIN_EXE_kafka-quotas"), &["--list"][..]),
+        (
+            env!("CARGO_BIN_EXE_kafka-configs"),
+            &["--describe", "--user-defaults"][..],
+        ),
+    ] {
+        for (list, bad) in [
+            ("localhost", "localhost"),
+            ("a:1,127.0.0.1:99999", "127.0.0.1:99999"),
+        ] {
+            let r = run(
+                bin,
+                None,
+                &[&["--bootstrap-server", list][..], args].concat(),
+            );
+            assert_eq!(r.code, 2, "{bin} {list}: {r:?}");
+            assert_eq!(
+                r.stderr,
+                format!("error: --bootstrap-server: invalid server '{bad}' in bootstrap list: write HOST:PORT with a port from 1 to 65535, e.g. localhost:9092\n"),
+                "{bin} {list}"
+            );
+        }
+        let r = run(
+            bin,
+            None,
+            &[&["--bootstrap-server", " , "][..], args].concat(),
+        );
+        assert_eq!(r.code, 2, "{bin}: {r:?}");
+        assert_eq!(
+            r.stderr,
+            "error: --bootstrap-server: no server in bootstrap list ' , '; write HOST:PORT, e.g. localhost:9092\n"
+        );
+    }
+    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let r = run(
+        env!("CARGO_BIN_EXE_kafka-quotas"),
+        Some(addr),
+        &["--describe", "--names=ip=not_an_ip!!"],
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(
+        r.stderr,
+        "error: 'not_an_ip!!' in --names is not an IP address; write e.g. ip=192.168.0.1 or ip=::1\n"
+    );
+}
+
+/// Runs a tool with its standard output on `/dev/full`, where every write fails.
+fn run_to_full_disk(bin: &str, addr: Option<SocketAddr>, args: &[&str]) -> Run {
+    let mut cmd = Command::new(bin);
+    if let Some(addr) = addr {
+        cmd.arg("--bootstrap-server").arg(addr.to_string());
+    }
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let out = cmd.args(args).stdout(full).output().expect("run the tool");
+    Run {
+        code: out.status.code().expect("exit status"),
+        stdout: String::new(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+#[test]
+fn output_that_cannot_be_written_is_an_error_not_a_panic() {
+    let server = start();
+    seed(&server);
+    let enospc = "No space left on device (os error 28)";
+    for (bin, args) in [
+        (env!("CARGO_BIN_EXE_kafka-quotas"), &["--list"][..]),
+        (
+            env!("CARGO_BIN_EXE_kafka-quotas"),
+            &["--describe", "--names=user=user-two,client-id=my-client"][..],
+        ),
+        (
+            env!("CARGO_BIN_EXE_kafka-configs"),
+            &[
+                "--describe",
+                "--entity-type",
+                "users",
+                "--entity-type",
+                "clients",
+            ][..],
+        ),
+    ] {
+        let r = run_to_full_disk(bin, Some(server.addr), args);
+        assert_eq!(r.code, 1, "{args:?}: {r:?}");
+        assert_eq!(
+            r.stderr,
+            format!("error: could not write the output: {enospc}\n"),
+            "{args:?}"
+        );
+    }
+    let r = run_to_full_disk(
+        env!("CARGO_BIN_EXE_kafka-configs"),
+        Some(server.addr),
+        &[
+            "--alter",
+            "--user",
+            "carol",
+            "--add-config",
+            "producer_byte_rate=5",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(
+        r.stderr,
+        format!("error: could not write the output: {enospc} (the alteration was applied)\n")
+    );
+    assert_eq!(
+        ok(kafka_configs(&server, &["--describe", "--user", "carol"])),
+        "Quota configs for user-principal 'carol' are producer_byte_rate=5.0\n"
+    );
+    for bin in [
+        env!("CARGO_BIN_EXE_kafka-quotas"),
+        env!("CARGO_BIN_EXE_kafka-configs"),
+    ] {
+        let r = run_to_full_disk(bin, None, &["--help"]);
+        assert_eq!(r.code, 1, "{bin}: {r:?}");
+        assert_eq!(
+            r.stderr,
+            format!("error: could not write the output: {enospc}\n")
+        );
     }
 }
