@@ -5,12 +5,16 @@
 //! SASL_PLAINTEXT or SASL_SSL (see [`crate::security`]). One tokio task per connection reads
 //! size-prefixed frames, answers them strictly in order (Kafka's pipelining guarantee), and closes
 //! the connection where Kafka would. Limits: the request frame size (`socket.request.max.bytes`,
-//! 100 MiB by default), the number of open connections over all listeners (`max.connections`) and
+//! 100 MiB by default; `sasl.server.max.receive.size`, 512 KiB, before a SASL client has
+//! authenticated), the number of open connections over all listeners (`max.connections`) and
 //! the idle time between requests (`connections.max.idle.ms`, 10 minutes). A failed
 //! authentication is logged with the peer's address and its connection closed after
 //! `connection.failed.authentication.delay.ms` (100 ms), in that connection's task only. On SIGINT
-//! or SIGTERM the server stops accepting, lets every connection finish the request it is on, and
-//! exits.
+//! or SIGTERM the server stops accepting and closes every connection between requests. A request
+//! already being handled is finished and answered; a connection that is still sending a request,
+//! or that does not read its answer within [`SHUTDOWN_GRACE`], is closed without one (nothing of
+//! it was applied, or it was applied and only the answer is lost), so no peer can hold the server
+//! up.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -86,6 +90,10 @@ pub struct ServerConfig {
     pub consumer_capacity: Option<f64>,
     /// Largest request frame (`socket.request.max.bytes`).
     pub max_request_bytes: usize,
+    /// Largest request frame on a SASL listener before the client has authenticated
+    /// (`sasl.server.max.receive.size`, 512 KiB as in Kafka): unauthenticated peers cannot make the
+    /// server hold `socket.request.max.bytes` each.
+    pub sasl_max_receive_bytes: usize,
     /// Most connections open at once (`max.connections`).
     pub max_connections: usize,
     /// Idle time after which a connection is closed (`connections.max.idle.ms`).
@@ -125,6 +133,7 @@ impl Default for ServerConfig {
             producer_capacity: None,
             consumer_capacity: None,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            sasl_max_receive_bytes: 524_288,
             max_connections: 1024,
             idle_timeout: Duration::from_millis(600_000),
             node_id: 1,
@@ -156,7 +165,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// The property keys `kquotad` understands.
-pub const KNOWN_PROPERTIES: [&str; 30] = [
+pub const KNOWN_PROPERTIES: [&str; 31] = [
     "listeners",
     "listener.security.protocol.map",
     "advertised.listeners",
@@ -166,6 +175,7 @@ pub const KNOWN_PROPERTIES: [&str; 30] = [
     "kquota.producer.capacity.bytes.per.sec",
     "kquota.consumer.capacity.bytes.per.sec",
     "socket.request.max.bytes",
+    "sasl.server.max.receive.size",
     "max.connections",
     "connections.max.idle.ms",
     "node.id",
@@ -346,6 +356,12 @@ impl ServerConfig {
             }
             "socket.request.max.bytes" => {
                 self.max_request_bytes = number::<i32>(value)
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| bad("must be a whole number between 1 and 2147483647"))?
+                    as usize
+            }
+            "sasl.server.max.receive.size" => {
+                self.sasl_max_receive_bytes = number::<i32>(value)
                     .filter(|n| *n > 0)
                     .ok_or_else(|| bad("must be a whole number between 1 and 2147483647"))?
                     as usize
@@ -748,7 +764,12 @@ async fn serve_connection(
         serve_frames(stream, session, &listener.handler, config, stop).await;
         return;
     };
-    let tls = match tokio::time::timeout(config.idle_timeout, acceptor.accept(stream)).await {
+    let mut stop = stop;
+    let handshake = tokio::select! {
+        r = tokio::time::timeout(config.idle_timeout, acceptor.accept(stream)) => r,
+        () = stopping(&mut stop) => return,
+    };
+    let tls = match handshake {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             failed_authentication(peer, name, &format!("SSL handshake failed: {e}"), config).await;
@@ -806,7 +827,7 @@ async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
         let mut prefix = [0u8; 4];
         let read = tokio::select! {
             r = tokio::time::timeout(config.idle_timeout, stream.read_exact(&mut prefix)) => r,
-            _ = stop.changed() => break,
+            () = stopping(&mut stop) => break,
         };
         match read {
             Err(_) => {
@@ -816,7 +837,13 @@ async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
             Ok(Err(_)) => break, // the peer closed, or reset
             Ok(Ok(_)) => {}
         }
-        let size = match request_size(prefix, config.max_request_bytes) {
+        // Before a SASL client has authenticated, Kafka reads at most sasl.server.max.receive.size.
+        let max_bytes = if session.is_authenticated() {
+            config.max_request_bytes
+        } else {
+            config.sasl_max_receive_bytes.min(config.max_request_bytes)
+        };
+        let size = match request_size(prefix, max_bytes) {
             Ok(size) => size,
             Err(e) => {
                 warn!(%peer, "closing connection: {e}");
@@ -824,13 +851,18 @@ async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
             }
         };
         let mut frame = vec![0u8; size];
-        // The size is bounded above; a peer that stalls mid-frame is an idle peer.
-        match tokio::time::timeout(config.idle_timeout, stream.read_exact(&mut frame)).await {
-            Ok(Ok(_)) => {}
-            _ => {
-                debug!(%peer, "closing connection: truncated frame");
+        // The size is bounded above; a peer that stalls mid-frame is an idle peer. Nothing of a
+        // request that has not fully arrived is applied, so stopping may drop it.
+        let read = tokio::select! {
+            r = tokio::time::timeout(config.idle_timeout, stream.read_exact(&mut frame)) => r,
+            () = stopping(&mut stop) => {
+                debug!(%peer, "closing connection: the server is stopping");
                 break;
             }
+        };
+        if !matches!(read, Ok(Ok(_))) {
+            debug!(%peer, "closing connection: truncated frame");
+            break;
         }
         // Alterations fsync and PBKDF2 is slow on purpose; keep both off the async workers.
         let h = Arc::clone(handler);
@@ -851,7 +883,8 @@ async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
         };
         match outcome {
             Outcome::Respond(body) => {
-                if write_frame(&mut stream, &body).await.is_err() {
+                if !respond(&mut stream, &body, config, &mut stop).await {
+                    debug!(%peer, "closing connection: the response was not taken");
                     break;
                 }
             }
@@ -860,7 +893,7 @@ async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
                     failed_authentication(addr, session.listener(), &reason.to_string(), config)
                         .await;
                 }
-                let _ = write_frame(&mut stream, &body).await;
+                respond(&mut stream, &body, config, &mut stop).await;
                 break;
             }
             Outcome::Close(reason) => {
@@ -871,6 +904,35 @@ async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let _ = stream.shutdown().await;
     debug!(%peer, "connection closed");
+}
+
+/// How long, once the server is stopping, a connection has to take the answer to a request that
+/// was already handled before it is closed without it.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Resolves once the server is stopping (at once if it already is).
+async fn stopping(stop: &mut watch::Receiver<bool>) {
+    // An error means the server dropped its sender: it has stopped.
+    let _ = stop.wait_for(|stopping| *stopping).await;
+}
+
+/// Writes one response. Returns false if it failed, or if the peer did not take it within
+/// `connections.max.idle.ms`, or within [`SHUTDOWN_GRACE`] of the server stopping: a peer that
+/// does not read must not hold its connection, or the server's shutdown, forever.
+async fn respond<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    body: &[u8],
+    config: &ServerConfig,
+    stop: &mut watch::Receiver<bool>,
+) -> bool {
+    let grace = async {
+        stopping(stop).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        r = tokio::time::timeout(config.idle_timeout, write_frame(stream, body)) => matches!(r, Ok(Ok(()))),
+        () = grace => false,
+    }
 }
 
 async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, body: &[u8]) -> std::io::Result<()> {

@@ -10,5 +10,6 @@ mod oracle;
 mod properties;
 mod security;
 mod server;
+mod store_recovery;
 mod validation;
 mod wire;

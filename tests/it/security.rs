@@ -1107,3 +1107,41 @@ fn metadata_answers_with_the_listener_it_came_on() {
     );
     assert_eq!(port(bound[1].1), ("quota.internal".to_owned(), 9999));
 }
+
+/// Before a SASL client has authenticated, a frame larger than `sasl.server.max.receive.size`
+/// (512 KiB, as Kafka) closes the connection at its size prefix: no unauthenticated peer makes the
+/// server hold `socket.request.max.bytes`. PLAINTEXT, with no authentication step, is unaffected.
+#[test]
+fn unauthenticated_sasl_clients_cannot_send_large_frames() {
+    let s = Secured::start(&[]);
+    let mut c = TcpStream::connect(s.sasl_plaintext).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(&600_000u32.to_be_bytes()).unwrap();
+    let mut byte = [0u8; 1];
+    assert!(
+        matches!(c.read(&mut byte), Ok(0) | Err(_)),
+        "the connection is closed without an answer"
+    );
+    assert!(
+        s.log()
+            .contains("Invalid receive (size = 600000 larger than 524288)"),
+        "{}",
+        s.log()
+    );
+    // The same size prefix on PLAINTEXT is read (the server waits for the body).
+    let mut c = TcpStream::connect(s.plaintext).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    c.write_all(&600_000u32.to_be_bytes()).unwrap();
+    let err = c
+        .read(&mut byte)
+        .expect_err("still open, waiting for the body");
+    assert!(
+        matches!(
+            err.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+        "{err}"
+    );
+    still_serving(&s);
+}

@@ -365,3 +365,60 @@ fn the_draft_alter_quotas_can_be_switched_off() {
         "{stderr}"
     );
 }
+
+/// A peer that stops reading its answers, and one that stalls halfway through a request, hold
+/// neither the server's shutdown nor their own connection forever.
+#[test]
+fn sigterm_is_not_held_up_by_peers_that_stall() {
+    let dir = data_dir();
+    let mut server = Kquotad::start(&dir, &[]);
+    let mut conn = Conn::open(server.addr);
+    let entries: Vec<EntryData> = (0..2000)
+        .map(|i| set_user(&format!("user-{i:04}"), 1.0))
+        .collect();
+    let req = AlterClientQuotasRequest::default().with_entries(entries);
+    let resp = conn.call(&req, 1).expect("answered");
+    assert!(resp.entries.iter().all(|e| e.error_code == 0));
+
+    // 400 pipelined describes of all 2000 users: about 40 MB of answers that are never read, far
+    // more than the socket buffers hold, so the server's write blocks.
+    let describe =
+        DescribeClientQuotasRequest::default().with_components(vec![ComponentData::default()
+            .with_entity_type(StrBytes::from_static_str("user"))
+            .with_match_type(2)
+            .with_match(None)]);
+    let mut reader_gone = Conn::open(server.addr);
+    let mut frames = Vec::new();
+    for _ in 0..400 {
+        let frame = reader_gone.frame(&describe, 1);
+        frames.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+        frames.extend_from_slice(&frame);
+    }
+    reader_gone.stream.write_all(&frames).unwrap();
+    // A size prefix for 100 bytes, then two of them.
+    let mut stalled = TcpStream::connect(server.addr).unwrap();
+    stalled.write_all(&[0, 0, 0, 100, 0, 1]).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kquotad still running 30 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "exit status {status}");
+    drop((reader_gone, stalled));
+    let server = Kquotad::start(&dir, &[]);
+    assert_eq!(users(&mut Conn::open(server.addr)).len(), 2000);
+}
