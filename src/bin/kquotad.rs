@@ -45,6 +45,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///   max.connections=1024
 ///   connections.max.idle.ms=600000
 ///
+/// On SIGINT or SIGTERM it stops accepting, finishes and answers the requests it is handling
+/// (alterations are already on disk by then) and exits; a client that has not taken its answer
+/// 5 s after that, or that is still sending a request, is closed without one.
+///
 /// Only super.users may alter quotas; describing needs an authenticated principal unless
 /// kquota.describe.allow.anonymous=true. docs/security.md has every security setting.
 ///
