@@ -6,7 +6,8 @@
 //! size-prefixed frames, answers them strictly in order (Kafka's pipelining guarantee), and closes
 //! the connection where Kafka would. Limits: the request frame size (`socket.request.max.bytes`,
 //! 100 MiB by default; `sasl.server.max.receive.size`, 512 KiB, before a SASL client has
-//! authenticated), the number of open connections over all listeners (`max.connections`) and
+//! authenticated), the number of open connections over all listeners (`max.connections`) and from
+//! one address (`max.connections.per.ip`, unlimited by default), and
 //! the idle time between requests (`connections.max.idle.ms`, 10 minutes). A failed
 //! authentication is logged with the peer's address and its connection closed after
 //! `connection.failed.authentication.delay.ms` (100 ms), in that connection's task only. On SIGINT
@@ -16,13 +17,14 @@
 //! it was applied, or it was applied and only the answer is lost), so no peer can hold the server
 //! up.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
@@ -96,6 +98,9 @@ pub struct ServerConfig {
     pub sasl_max_receive_bytes: usize,
     /// Most connections open at once (`max.connections`).
     pub max_connections: usize,
+    /// Most connections open at once from one client address (`max.connections.per.ip`;
+    /// unlimited by default, as in Kafka).
+    pub max_connections_per_ip: usize,
     /// Idle time after which a connection is closed (`connections.max.idle.ms`).
     pub idle_timeout: Duration,
     /// This node's id (`node.id`).
@@ -135,6 +140,7 @@ impl Default for ServerConfig {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             sasl_max_receive_bytes: 524_288,
             max_connections: 1024,
+            max_connections_per_ip: usize::MAX,
             idle_timeout: Duration::from_millis(600_000),
             node_id: 1,
             cluster_id: "kquota-cluster".to_owned(),
@@ -165,7 +171,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// The property keys `kquotad` understands.
-pub const KNOWN_PROPERTIES: [&str; 31] = [
+pub const KNOWN_PROPERTIES: [&str; 32] = [
     "listeners",
     "listener.security.protocol.map",
     "advertised.listeners",
@@ -177,6 +183,7 @@ pub const KNOWN_PROPERTIES: [&str; 31] = [
     "socket.request.max.bytes",
     "sasl.server.max.receive.size",
     "max.connections",
+    "max.connections.per.ip",
     "connections.max.idle.ms",
     "node.id",
     "cluster.id",
@@ -368,6 +375,11 @@ impl ServerConfig {
             }
             "max.connections" => {
                 self.max_connections = number(value)
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| bad("must be a whole number ≥ 1"))?
+            }
+            "max.connections.per.ip" => {
+                self.max_connections_per_ip = number(value)
                     .filter(|n| *n >= 1)
                     .ok_or_else(|| bad("must be a whole number ≥ 1"))?
             }
@@ -689,7 +701,10 @@ impl Server {
     /// request.
     pub async fn serve(self, shutdown: impl std::future::Future<Output = ()>) {
         let (stop_tx, stop_rx) = watch::channel(false);
-        let slots = Arc::new(Semaphore::new(self.config.max_connections));
+        let slots = Arc::new(Slots {
+            all: Arc::new(Semaphore::new(self.config.max_connections)),
+            per_ip: Mutex::new(HashMap::new()),
+        });
         let config = Arc::new(self.config);
         let mut acceptors = tokio::task::JoinSet::new();
         for listener in self.listeners {
@@ -708,11 +723,63 @@ impl Server {
     }
 }
 
+/// The connections open now: over all listeners (`max.connections`) and per client address
+/// (`max.connections.per.ip`).
+struct Slots {
+    all: Arc<Semaphore>,
+    per_ip: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One open connection's place in [`Slots`], given back when dropped.
+struct Slot {
+    slots: Arc<Slots>,
+    ip: IpAddr,
+    _all: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Slots {
+    /// A place for a connection from `ip`, or which limit is reached.
+    fn take(self: &Arc<Self>, ip: IpAddr, config: &ServerConfig) -> Result<Slot, String> {
+        let Ok(all) = Arc::clone(&self.all).try_acquire_owned() else {
+            return Err(format!(
+                "max.connections ({}) reached",
+                config.max_connections
+            ));
+        };
+        let mut per_ip = self.per_ip.lock();
+        let open = per_ip.entry(ip).or_insert(0);
+        if *open >= config.max_connections_per_ip {
+            return Err(format!(
+                "{ip} already has the configured maximum of {} connections (max.connections.per.ip)",
+                config.max_connections_per_ip
+            ));
+        }
+        *open += 1;
+        Ok(Slot {
+            slots: Arc::clone(self),
+            ip,
+            _all: all,
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut per_ip = self.slots.per_ip.lock();
+        if let Some(open) = per_ip.get_mut(&self.ip) {
+            *open -= 1;
+            if *open == 0 {
+                per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
 /// Accepts connections on one listener until the server stops, then waits for them.
 async fn accept_loop(
     listener: Bound,
     config: Arc<ServerConfig>,
-    slots: Arc<Semaphore>,
+    slots: Arc<Slots>,
     mut stop: watch::Receiver<bool>,
 ) {
     let listener = Arc::new(listener);
@@ -729,9 +796,12 @@ async fn accept_loop(
                         continue;
                     }
                 };
-                let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
-                    warn!(%peer, "closing connection: max.connections ({}) reached", config.max_connections);
-                    continue;
+                let permit = match slots.take(peer.ip(), &config) {
+                    Ok(slot) => slot,
+                    Err(why) => {
+                        warn!(%peer, "closing connection: {why}");
+                        continue;
+                    }
                 };
                 let listener = Arc::clone(&listener);
                 let config = Arc::clone(&config);

@@ -43,6 +43,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///   kquota.producer.capacity.bytes.per.sec=104857600
 ///   socket.request.max.bytes=104857600
 ///   max.connections=1024
+///   max.connections.per.ip=100
 ///   connections.max.idle.ms=600000
 ///
 /// On SIGINT or SIGTERM it stops accepting, finishes and answers the requests it is handling

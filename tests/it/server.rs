@@ -422,3 +422,41 @@ fn sigterm_is_not_held_up_by_peers_that_stall() {
     let server = Kquotad::start(&dir, &[]);
     assert_eq!(users(&mut Conn::open(server.addr)).len(), 2000);
 }
+
+/// `max.connections.per.ip` closes a client address's connections beyond the limit at once, and a
+/// closed one gives its place back.
+#[test]
+fn max_connections_per_ip_limits_one_address() {
+    let dir = data_dir();
+    let server = Kquotad::start(&dir, &["--override", "max.connections.per.ip=2"]);
+    let mut first = Conn::open(server.addr);
+    let mut second = Conn::open(server.addr);
+    assert_eq!(users(&mut first), vec![]);
+    assert_eq!(users(&mut second), vec![]);
+    let mut third = Conn::open(server.addr);
+    let mut byte = [0u8; 1];
+    assert!(
+        matches!(third.stream.read(&mut byte), Ok(0) | Err(_)),
+        "the third connection is closed"
+    );
+    assert!(
+        Kquotad::log(&dir).contains(
+            "127.0.0.1 already has the configured maximum of 2 connections (max.connections.per.ip)"
+        ),
+        "{}",
+        Kquotad::log(&dir)
+    );
+    drop(first);
+    // The server notices the close when it next reads; retry until the place is free.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut again = Conn::open(server.addr);
+        let req = DescribeClientQuotasRequest::default();
+        if again.call(&req, 1).is_some() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no place given back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(users(&mut second), vec![]);
+}
