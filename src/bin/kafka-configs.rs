@@ -1,14 +1,13 @@
 //! `kafka-configs`: the quota subset of Apache Kafka's `kafka-configs.sh` (ConfigCommand), as the
 //! second seed uses it, with Kafka's own output wording.
 
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 use kquota::client::{
-    bootstrap_servers, clap_failure, error_name, exit_status, load_command_config, usage,
-    write_out, AdminClient, Failure, QuotaEntry,
+    bootstrap_servers, clap_failure, error_name, exit_status, ip_or_resolvable_host,
+    load_command_config, usage, write_out, AdminClient, Failure, QuotaEntry,
 };
 use kquota::{Alteration, ComponentMatch, Entity, EntityName, EntityType, QuotaKey};
 
@@ -255,9 +254,9 @@ fn entity_spec(types: &[String], names: &[String], alter: bool) -> Result<Spec, 
             None => Target::All,
         };
         if let (EntityType::Ip, Target::Named(ip)) = (ty, &name) {
-            if ip.parse::<IpAddr>().is_err() {
+            if !ip_or_resolvable_host(ip) {
                 return usage(format!(
-                    "the entity name for ips must be an IP address such as 192.168.0.1 or ::1, got '{ip}'"
+                    "the entity name for ips must be a valid IP or resolvable host, but it is: {ip}"
                 ));
             }
         }

@@ -4,14 +4,13 @@
 // Help text is written for the terminal: `name[:unit]` is an optional part, not a doc link.
 #![allow(rustdoc::broken_intra_doc_links)]
 
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use kquota::client::{
-    bootstrap_servers, clap_failure, error_name, exit_status, load_command_config, usage,
-    write_out, AdminClient, ClientConfig, Failure, QuotaEntry,
+    bootstrap_servers, clap_failure, error_name, exit_status, ip_or_resolvable_host,
+    load_command_config, usage, write_out, AdminClient, ClientConfig, Failure, QuotaEntry,
 };
 use kquota::{
     format_describe, format_list, Alteration, ComponentMatch, DescribedQuota, Engine, Entity,
@@ -255,9 +254,9 @@ fn entity_spec(args: &Args) -> Result<Vec<(EntityType, Spec)>, Failure> {
                 "empty {ty} name in --names; for the default {ty} write --defaults={ty}"
             ));
         }
-        if ty == EntityType::Ip && name.parse::<IpAddr>().is_err() {
+        if ty == EntityType::Ip && !ip_or_resolvable_host(name) {
             return usage(format!(
-                "'{name}' in --names is not an IP address; write e.g. ip=192.168.0.1 or ip=::1"
+                "'{name}' in --names is not a valid IP or resolvable host; write e.g. ip=192.168.0.1"
             ));
         }
         push(ty, Spec::Name(name.to_owned()))?;

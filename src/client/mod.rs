@@ -88,6 +88,16 @@ pub fn parse_bootstrap(list: &str) -> Result<Vec<&str>, String> {
     Ok(servers)
 }
 
+/// Whether `name` may name an ip entity in a request: an IP address, or a host name that resolves,
+/// which is what Kafka's own tools accept (`DynamicConfig.Ip.isValidIpEntity`). The server decides
+/// the rest: Apache Kafka takes resolvable host names, `kquotad` only addresses.
+pub fn ip_or_resolvable_host(name: &str) -> bool {
+    name.parse::<std::net::IpAddr>().is_ok()
+        || (name, 0u16)
+            .to_socket_addrs()
+            .is_ok_and(|mut addrs| addrs.next().is_some())
+}
+
 /// Why an admin call failed.
 #[derive(Debug)]
 #[non_exhaustive]

@@ -969,7 +969,7 @@ fn kafka_configs_new_usage_errors_exit_2() {
         ),
         (
             &["--describe", "--entity-type", "ips", "--entity-name", "not_an_ip!!"],
-            "error: the entity name for ips must be an IP address such as 192.168.0.1 or ::1, got 'not_an_ip!!'",
+            "error: the entity name for ips must be a valid IP or resolvable host, but it is: not_an_ip!!",
         ),
         (
             &["--alter", "--user", "u", "--add-config", "producer_byte_rate=1=2"],
@@ -1036,7 +1036,7 @@ fn malformed_bootstrap_lists_and_ips_are_usage_errors() {
     assert_eq!(r.code, 2, "{r:?}");
     assert_eq!(
         r.stderr,
-        "error: 'not_an_ip!!' in --names is not an IP address; write e.g. ip=192.168.0.1 or ip=::1\n"
+        "error: 'not_an_ip!!' in --names is not a valid IP or resolvable host; write e.g. ip=192.168.0.1\n"
     );
 }
 
