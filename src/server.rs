@@ -796,7 +796,8 @@ async fn accept_loop(
                         continue;
                     }
                 };
-                let permit = match slots.take(peer.ip(), &config) {
+                // One address counts once, whether it arrives as IPv4 or IPv4-mapped IPv6.
+                let permit = match slots.take(peer.ip().to_canonical(), &config) {
                     Ok(slot) => slot,
                     Err(why) => {
                         warn!(%peer, "closing connection: {why}");
@@ -895,9 +896,11 @@ async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
     let peer = peer.map(|p| p.to_string()).unwrap_or_default();
     loop {
         let mut prefix = [0u8; 4];
+        // Stopping is checked first: once the server stops, no further request is started.
         let read = tokio::select! {
-            r = tokio::time::timeout(config.idle_timeout, stream.read_exact(&mut prefix)) => r,
+            biased;
             () = stopping(&mut stop) => break,
+            r = tokio::time::timeout(config.idle_timeout, stream.read_exact(&mut prefix)) => r,
         };
         match read {
             Err(_) => {
@@ -923,7 +926,9 @@ async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
         let mut frame = vec![0u8; size];
         // The size is bounded above; a peer that stalls mid-frame is an idle peer. Nothing of a
         // request that has not fully arrived is applied, so stopping may drop it.
+        // A request that has fully arrived is read (and answered) before stopping is checked.
         let read = tokio::select! {
+            biased;
             r = tokio::time::timeout(config.idle_timeout, stream.read_exact(&mut frame)) => r,
             () = stopping(&mut stop) => {
                 debug!(%peer, "closing connection: the server is stopping");
@@ -954,8 +959,10 @@ async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
         match outcome {
             Outcome::Respond(body) => {
                 if !respond(&mut stream, &body, config, &mut stop).await {
+                    // A peer that does not read would not take a TLS close_notify either, and a
+                    // TLS shutdown waits to send it: drop the connection without one.
                     debug!(%peer, "closing connection: the response was not taken");
-                    break;
+                    return;
                 }
             }
             Outcome::RespondAndClose(body, reason) => {
@@ -963,7 +970,9 @@ async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
                     failed_authentication(addr, session.listener(), &reason.to_string(), config)
                         .await;
                 }
-                respond(&mut stream, &body, config, &mut stop).await;
+                if !respond(&mut stream, &body, config, &mut stop).await {
+                    return;
+                }
                 break;
             }
             Outcome::Close(reason) => {
@@ -972,13 +981,17 @@ async fn serve_frames<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
     }
-    let _ = stream.shutdown().await;
+    // Bounded for the same reason: on TLS a shutdown first sends what is buffered.
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, stream.shutdown()).await;
     debug!(%peer, "connection closed");
 }
 
 /// How long, once the server is stopping, a connection has to take the answer to a request that
 /// was already handled before it is closed without it.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How long closing a connection may wait to send what is still buffered (a TLS close_notify).
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Resolves once the server is stopping (at once if it already is).
 async fn stopping(stop: &mut watch::Receiver<bool>) {

@@ -422,6 +422,9 @@ impl Store {
                 inner.restore.entry(path).or_insert(old);
             }
             self.close(inner.db.take());
+            // Write those back at once if the disk lets us: the process may stop before its next
+            // write. If it does not, the next use (or the drop) tries again.
+            let _ = self.ready(inner);
         }
         result
     }
@@ -485,9 +488,16 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
+        let mut inner = self.inner.lock();
+        if !inner.restore.is_empty() {
+            // The last chance to undo a failed commit that reached the file (see `persist`):
+            // otherwise the next start would load an alteration its client was told had failed.
+            let _ = self.ready(&mut inner);
+        }
         // A clean close writes the allocator state and the clean-shutdown flag; a redb panic there
         // is caught too.
-        let opened = self.inner.get_mut().db.take();
+        let opened = inner.db.take();
+        drop(inner);
         self.close(opened);
     }
 }
@@ -848,6 +858,27 @@ mod tests {
                 .all(|(_, quotas)| quotas.iter().all(|&(_, v)| v == 100.0)),
             "{stored:?}"
         );
+        drop(store);
+        let fresh = Engine::new();
+        assert_eq!(Store::open(&dir).unwrap().load_into(&fresh).unwrap(), 10);
+        assert_eq!(fresh.list(&ListFilter::all()), before);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The same failed commit, then a stop while the disk is still failing: the drop writes the old
+    /// values back once it can, so the next start does not load the refused batch.
+    #[test]
+    fn a_failed_commit_is_undone_even_if_the_store_is_dropped_next() {
+        let dir = scratch("fsync-drop");
+        let (store, faults) = faulty_store(&dir);
+        let engine = Engine::new();
+        set_users(&engine, &store, 0..10, 100.0).unwrap();
+        let before = engine.list(&ListFilter::all());
+        faults.syncs.store(true, Ordering::SeqCst);
+        assert!(set_users(&engine, &store, 5..20, 200.0).is_err());
+        // Still failing: the write-back right after the failure cannot happen.
+        assert!(store.entries().is_err());
+        faults.syncs.store(false, Ordering::SeqCst);
         drop(store);
         let fresh = Engine::new();
         assert_eq!(Store::open(&dir).unwrap().load_into(&fresh).unwrap(), 10);

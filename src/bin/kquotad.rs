@@ -1,7 +1,7 @@
 //! `kquotad`: the reference quota server. Serves Kafka's quota admin APIs on PLAINTEXT, SSL,
 //! SASL_PLAINTEXT and SASL_SSL listeners from an engine backed by a durable embedded store.
 
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -179,7 +179,12 @@ fn scram_credential(
         credentials.insert(user, c);
     }
     match file {
-        None => print!("{}", credentials.to_json()),
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(credentials.to_json().as_bytes())
+                .and_then(|()| out.flush())
+                .map_err(|e| format!("cannot write the credentials to stdout: {e}"))?;
+        }
         Some(path) => {
             // Write a sibling and rename, so a crash never leaves a half-written file.
             let tmp = path.with_extension("tmp");
@@ -263,7 +268,10 @@ async fn shutdown_signal() {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) => return kquota::client::clap_failure(e),
+    };
     if let Some(Command::ScramCredential {
         user,
         mechanism,
@@ -330,10 +338,14 @@ fn main() -> ExitCode {
         );
         // Tests and scripts read these lines to learn the ports: the first listener's address,
         // then one line per listener.
-        println!("listening on {}", server.local_addr());
+        // Serving does not depend on them: a closed stdout is not a reason to stop.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on {}", server.local_addr());
         for l in &listeners {
-            println!("listener {l}");
+            let _ = writeln!(out, "listener {l}");
         }
+        let _ = out.flush();
+        drop(out);
         server.serve(shutdown_signal()).await;
         ExitCode::SUCCESS
     })

@@ -109,10 +109,13 @@ fn one_line(rendered: &str) -> String {
         .next()
         .unwrap_or("error: invalid arguments")
         .to_owned();
-    for line in lines {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with("Usage:") || line.starts_with("For more information")
-        {
+    // A usage block may go on over indented lines (one per form of the command).
+    let mut in_usage = false;
+    for raw in lines {
+        let line = raw.trim();
+        in_usage =
+            line.starts_with("Usage:") || (in_usage && raw.starts_with(' ') && !line.is_empty());
+        if in_usage || line.is_empty() || line.starts_with("For more information") {
             continue;
         }
         out.push_str("; ");

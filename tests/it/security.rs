@@ -10,11 +10,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::{
-    ApiVersionsRequest, ApiVersionsResponse, DescribeClientQuotasRequest, RequestHeader,
-    ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-    SaslHandshakeResponse,
+    AlterClientQuotasRequest, ApiVersionsRequest, ApiVersionsResponse, DescribeClientQuotasRequest,
+    RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use kquota::security::scram::ScramClient;
@@ -1118,9 +1119,16 @@ fn unauthenticated_sasl_clients_cannot_send_large_frames() {
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     c.write_all(&600_000u32.to_be_bytes()).unwrap();
     let mut byte = [0u8; 1];
+    let read = c.read(&mut byte);
     assert!(
-        matches!(c.read(&mut byte), Ok(0) | Err(_)),
-        "the connection is closed without an answer"
+        match &read {
+            Ok(n) => *n == 0,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        },
+        "the connection is closed at once, without an answer: {read:?}"
     );
     assert!(
         s.log()
@@ -1144,4 +1152,106 @@ fn unauthenticated_sasl_clients_cannot_send_large_frames() {
         "{err}"
     );
     still_serving(&s);
+}
+
+/// A TLS client that stops reading its answers holds neither its connection nor the server's
+/// shutdown: a TLS close waits to send what is buffered, so it must not wait on this peer.
+#[test]
+fn sigterm_is_not_held_up_by_a_tls_peer_that_stops_reading() {
+    let s = Secured::start(&[]);
+    // The admin certificate's principal is a super user: it may alter and describe.
+    let props = format!(
+        "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\n\
+         ssl.keystore.type=PEM\nssl.keystore.location={}\nssl.endpoint.identification.algorithm=\n",
+        s.pki.path("ca.pem"),
+        s.pki.path("admin.pem"),
+    );
+    let (config, _) = kquota::client::ClientConfig::from_properties(&props).unwrap();
+    let tls = config.tls.expect("a TLS configuration");
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let connection = rustls::ClientConnection::new(tls, name).unwrap();
+    let tcp = TcpStream::connect(s.ssl).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut stream = rustls::StreamOwned::new(connection, tcp);
+    let frame = |request: &dyn Fn(&mut BytesMut), key: i16, correlation: i32| {
+        let mut buf = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key)
+            .with_request_api_version(1)
+            .with_correlation_id(correlation)
+            .encode(&mut buf, 2)
+            .unwrap();
+        request(&mut buf);
+        let mut out = (buf.len() as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(&buf);
+        out
+    };
+    // 2,000 users, so that describing them all answers about 100 KB.
+    let entries: Vec<EntryData> = (0..2000)
+        .map(|i| {
+            EntryData::default()
+                .with_entity(vec![EntityData::default()
+                    .with_entity_type(StrBytes::from_static_str("user"))
+                    .with_entity_name(Some(StrBytes::from_string(format!(
+                        "user-{i:04}"
+                    ))))])
+                .with_ops(vec![OpData::default()
+                    .with_key(StrBytes::from_static_str("producer_byte_rate"))
+                    .with_value(1.0)])
+        })
+        .collect();
+    let alter = AlterClientQuotasRequest::default().with_entries(entries);
+    stream
+        .write_all(&frame(
+            &|b| alter.encode(b, 1).unwrap(),
+            AlterClientQuotasRequest::KEY,
+            1,
+        ))
+        .unwrap();
+    let mut len = [0u8; 4];
+    stream
+        .read_exact(&mut len)
+        .expect("the alteration is answered");
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut body).unwrap();
+
+    // 400 describes of every user: about 40 MB of answers, never read, far more than the socket
+    // buffers hold, so the server's writes block.
+    let describe =
+        DescribeClientQuotasRequest::default().with_components(vec![ComponentData::default()
+            .with_entity_type(StrBytes::from_static_str("user"))
+            .with_match_type(2)
+            .with_match(None)]);
+    let mut pipelined = Vec::new();
+    for i in 0..400 {
+        pipelined.extend(frame(
+            &|b| describe.encode(b, 1).unwrap(),
+            DescribeClientQuotasRequest::KEY,
+            2 + i,
+        ));
+    }
+    stream.write_all(&pipelined).unwrap();
+    stream.flush().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+
+    let mut server = s.server;
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kquotad still running 30 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "exit status {status}");
+    drop(stream);
 }
