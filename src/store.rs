@@ -543,7 +543,7 @@ mod tests {
     use super::*;
     use crate::alter::Alteration;
     use crate::entity::EntityName;
-    use crate::ListFilter;
+    use crate::{ListFilter, ListedEntity};
 
     #[test]
     fn encoding_round_trips_and_rejects_garbage() {
@@ -834,21 +834,35 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    #[test]
-    fn a_commit_whose_fsync_failed_is_undone_when_the_store_reopens() {
-        let dir = scratch("fsync");
-        let (store, faults) = faulty_store(&dir);
+    /// Ten users at 100, then a commit setting users 5..20 to 200 whose pages all reach the file
+    /// but whose fsync fails, with the fsync still failing afterwards. The client is told it failed
+    /// and memory does not have it, so the file must not keep it either. Returns the store, its
+    /// fault switches and what memory holds.
+    fn fail_a_commit_at_fsync(dir: &Path) -> (Store, Arc<Faults>, Vec<ListedEntity>) {
+        let (store, faults) = faulty_store(dir);
         let engine = Engine::new();
         set_users(&engine, &store, 0..10, 100.0).unwrap();
         let before = engine.list(&ListFilter::all());
-
-        // Every page of this commit reaches the file; only its fsync fails. The client is told it
-        // failed and memory does not have it, so the file must not have it either.
         faults.syncs.store(true, Ordering::SeqCst);
         assert!(set_users(&engine, &store, 5..20, 200.0).is_err());
         assert_eq!(engine.list(&ListFilter::all()), before);
-        faults.syncs.store(false, Ordering::SeqCst);
+        (store, faults, before)
+    }
 
+    /// A fresh start over `dir` loads exactly `expected`.
+    fn assert_reloads(dir: &Path, expected: &[ListedEntity]) {
+        let fresh = Engine::new();
+        let loaded = Store::open(dir).unwrap().load_into(&fresh).unwrap();
+        assert_eq!(loaded, expected.len());
+        assert_eq!(fresh.list(&ListFilter::all()), expected);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_commit_whose_fsync_failed_is_undone_when_the_store_reopens() {
+        let dir = scratch("fsync");
+        let (store, faults, before) = fail_a_commit_at_fsync(&dir);
+        faults.syncs.store(false, Ordering::SeqCst);
         // Reading reopens the store, which first writes back what memory has.
         let stored = store.entries().unwrap();
         assert_eq!(stored.len(), 10, "{stored:?}");
@@ -859,30 +873,19 @@ mod tests {
             "{stored:?}"
         );
         drop(store);
-        let fresh = Engine::new();
-        assert_eq!(Store::open(&dir).unwrap().load_into(&fresh).unwrap(), 10);
-        assert_eq!(fresh.list(&ListFilter::all()), before);
-        let _ = std::fs::remove_dir_all(&dir);
+        assert_reloads(&dir, &before);
     }
 
-    /// The same failed commit, then a stop while the disk is still failing: the drop writes the old
-    /// values back once it can, so the next start does not load the refused batch.
+    /// The same failed commit, then a stop: the drop writes the old values back once it can, so
+    /// the next start does not load the refused batch.
     #[test]
     fn a_failed_commit_is_undone_even_if_the_store_is_dropped_next() {
         let dir = scratch("fsync-drop");
-        let (store, faults) = faulty_store(&dir);
-        let engine = Engine::new();
-        set_users(&engine, &store, 0..10, 100.0).unwrap();
-        let before = engine.list(&ListFilter::all());
-        faults.syncs.store(true, Ordering::SeqCst);
-        assert!(set_users(&engine, &store, 5..20, 200.0).is_err());
-        // Still failing: the write-back right after the failure cannot happen.
+        let (store, faults, before) = fail_a_commit_at_fsync(&dir);
+        // Still failing: neither the write-back right after the failure nor this one can happen.
         assert!(store.entries().is_err());
         faults.syncs.store(false, Ordering::SeqCst);
         drop(store);
-        let fresh = Engine::new();
-        assert_eq!(Store::open(&dir).unwrap().load_into(&fresh).unwrap(), 10);
-        assert_eq!(fresh.list(&ListFilter::all()), before);
-        let _ = std::fs::remove_dir_all(&dir);
+        assert_reloads(&dir, &before);
     }
 }

@@ -2,11 +2,12 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader, ErrorKind, Read};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use kquota::{Alteration, Engine, Entity, EntityName};
 
@@ -184,6 +185,28 @@ impl Kquotad {
         std::fs::read_to_string(dir.with_extension("log")).unwrap_or_default()
     }
 
+    /// Sends SIGTERM and waits for the server to exit; the test fails if it is still running after
+    /// `limit`.
+    pub(crate) fn terminate(&mut self, limit: Duration) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill")
+            .success());
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for kquotad") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "kquotad still running {limit:?} after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Kills the server with SIGKILL and reaps it.
     pub(crate) fn kill(mut self) {
         self.child.kill().expect("SIGKILL");
@@ -195,5 +218,15 @@ impl Drop for Kquotad {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Whether the server has closed `stream` without sending anything: end of file or a reset, not a
+/// read timeout (so the stream needs a read timeout).
+pub(crate) fn closed_by_server(stream: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(n) => n == 0,
+        Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
     }
 }

@@ -25,7 +25,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, SanType,
 };
 
-use crate::common::{kquotad_exit, temp_dir, Kquotad, TempDir};
+use crate::common::{closed_by_server, kquotad_exit, temp_dir, Kquotad, TempDir};
 
 const ADMIN_PASSWORD: &str = "admin-secret";
 const ALICE_PASSWORD: &str = "alice pa$$word";
@@ -1118,17 +1118,9 @@ fn unauthenticated_sasl_clients_cannot_send_large_frames() {
     let mut c = TcpStream::connect(s.sasl_plaintext).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     c.write_all(&600_000u32.to_be_bytes()).unwrap();
-    let mut byte = [0u8; 1];
-    let read = c.read(&mut byte);
     assert!(
-        match &read {
-            Ok(n) => *n == 0,
-            Err(e) => !matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ),
-        },
-        "the connection is closed at once, without an answer: {read:?}"
+        closed_by_server(&mut c),
+        "the connection is closed at once, without an answer"
     );
     assert!(
         s.log()
@@ -1142,7 +1134,7 @@ fn unauthenticated_sasl_clients_cannot_send_large_frames() {
         .unwrap();
     c.write_all(&600_000u32.to_be_bytes()).unwrap();
     let err = c
-        .read(&mut byte)
+        .read(&mut [0u8; 1])
         .expect_err("still open, waiting for the body");
     assert!(
         matches!(
@@ -1235,23 +1227,7 @@ fn sigterm_is_not_held_up_by_a_tls_peer_that_stops_reading() {
     std::thread::sleep(Duration::from_secs(2));
 
     let mut server = s.server;
-    let pid = server.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "kquotad still running 30 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = server.terminate(Duration::from_secs(30));
     assert!(status.success(), "exit status {status}");
     drop(stream);
 }

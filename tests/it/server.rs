@@ -2,7 +2,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -13,7 +12,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
-use crate::common::{kquotad_exit, temp_dir, Kquotad, TempDir};
+use crate::common::{closed_by_server, kquotad_exit, temp_dir, Kquotad, TempDir};
 
 /// A fresh data directory.
 fn data_dir() -> TempDir {
@@ -263,13 +262,7 @@ fn sigterm_stops_gracefully() {
     let mut conn = Conn::open(server.addr);
     let req = AlterClientQuotasRequest::default().with_entries(vec![set_user("t", 5.0)]);
     assert_eq!(conn.call(&req, 1).unwrap().entries[0].error_code, 0);
-    let pid = server.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let status = server.child.wait().unwrap();
+    let status = server.terminate(Duration::from_secs(30));
     assert!(status.success(), "exit status {status}");
     let server = Kquotad::start(&dir, &[]);
     let mut conn = Conn::open(server.addr);
@@ -400,23 +393,7 @@ fn sigterm_is_not_held_up_by_peers_that_stall() {
     stalled.write_all(&[0, 0, 0, 100, 0, 1]).unwrap();
     std::thread::sleep(Duration::from_secs(1));
 
-    let pid = server.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "kquotad still running 30 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = server.terminate(Duration::from_secs(30));
     assert!(status.success(), "exit status {status}");
     drop((reader_gone, stalled));
     let server = Kquotad::start(&dir, &[]);
@@ -434,17 +411,9 @@ fn max_connections_per_ip_limits_one_address() {
     assert_eq!(users(&mut first), vec![]);
     assert_eq!(users(&mut second), vec![]);
     let mut third = Conn::open(server.addr);
-    let mut byte = [0u8; 1];
-    let read = third.stream.read(&mut byte);
     assert!(
-        match &read {
-            Ok(n) => *n == 0,
-            Err(e) => !matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ),
-        },
-        "the third connection is closed at once: {read:?}"
+        closed_by_server(&mut third.stream),
+        "the third connection is closed at once"
     );
     assert!(
         Kquotad::log(&dir).contains(
