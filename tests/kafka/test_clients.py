@@ -217,6 +217,58 @@ def test_kafka_config_command(servers):
             assert kq_r == (0, want, ""), f"kquotad, ConfigCommand {args}: {kq_r}"
 
 
+# kquota's kafka-configs beside Kafka's own ConfigCommand, against Apache Kafka: the same arguments give
+# the same exit status and the same output (Kafka's forms that kquota's tool reads as Kafka does: the
+# shorter entity flags, two defaults, bracketed and suffixed values, deleting a key that is not set).
+SAME_AS_CONFIG_COMMAND = [
+    ("--alter", "--user", "m-alice", "--client", "m-app", "--add-config",
+     "producer_byte_rate=[1024],consumer_byte_rate = 2048d"),
+    ("--alter", "--entity-type", "users", "--entity-name", "m-bob", "--entity-type", "clients",
+     "--entity-default", "--add-config", "request_percentage=44"),
+    ("--alter", "--entity-type", "users", "--entity-name", "", "--entity-type", "clients", "--entity-name",
+     "m-app", "--add-config", "controller_mutation_rate=3"),
+]
+SAME_AS_CONFIG_COMMAND_AFTER = [
+    ("--describe", "--user", "m-alice", "--client", "m-app"),
+    ("--describe", "--entity-type", "users", "--entity-name", "m-bob", "--entity-type", "clients",
+     "--entity-default"),
+    ("--describe", "--user-defaults", "--client", "m-app"),
+    ("--alter", "--user", "m-alice", "--client", "m-app", "--delete-config", "request_percentage"),
+]
+
+
+def test_kafka_configs_matches_config_command_on_kafka(servers):
+    bootstrap, quotas = servers["kafka"]
+    for args in SAME_AS_CONFIG_COMMAND:
+        java_r = config_command(bootstrap, *args)
+        ours = tool("kafka-configs", bootstrap, *args)
+        assert java_r[0] == 0, f"ConfigCommand {args}: {java_r}"
+        assert ours == (0, java_r[1], ""), f"kafka-configs {args}: {ours}, ConfigCommand: {java_r}"
+    wait_values(quotas, ((USER, "m-alice"), (CLIENT, "m-app")),
+                {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0})
+    wait_values(quotas, ((USER, "m-bob"), (CLIENT, None)), {"request_percentage": 44.0})
+    wait_values(quotas, ((USER, None), (CLIENT, "m-app")), {"controller_mutation_rate": 3.0})
+    for args in SAME_AS_CONFIG_COMMAND_AFTER:
+        java_code, java_out, java_err = config_command(bootstrap, *args)
+        code, out, err = tool("kafka-configs", bootstrap, *args)
+        assert (code, out) == (java_code, java_out), (
+            f"kafka-configs {args}: {(code, out, err)}, ConfigCommand: {(java_code, java_out, java_err)}")
+        if java_code != 0:
+            # Kafka prints the exception's message; kquota's tool the same words after "error: ".
+            message = java_err.strip().splitlines()[-1]
+            assert message in err, f"{message!r} not in {err!r}"
+    # Nothing of the refused deletion was changed; then both entities are removed again.
+    wait_values(quotas, ((USER, "m-alice"), (CLIENT, "m-app")),
+                {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0})
+    ok(tool("kafka-configs", bootstrap, "--alter", "--user", "m-alice", "--client", "m-app", "--delete-config",
+            "producer_byte_rate,consumer_byte_rate"), "delete")
+    ok(tool("kafka-configs", bootstrap, "--alter", "--user", "m-bob", "--client-defaults", "--delete-config",
+            "request_percentage"), "delete")
+    ok(tool("kafka-configs", bootstrap, "--alter", "--user-defaults", "--client", "m-app", "--delete-config",
+            "controller_mutation_rate"), "delete")
+    wait_values(quotas, ((USER, "m-alice"), (CLIENT, "m-app")), {})
+
+
 ADMIN_CHECK = """alter {client-id=<default>, user=j-bob}: OK
 alter {client-id=j-app, user=j-alice}: OK
 alter {client-id=j-app, user=j-carol}: InvalidRequestException: producer_byte_rate cannot be a fractional value.
