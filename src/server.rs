@@ -786,7 +786,7 @@ async fn accept_loop(
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
-            _ = stop.changed() => break,
+            () = stopping(&mut stop) => break,
             accepted = listener.tcp.accept() => {
                 let (stream, peer) = match accepted {
                     Ok(a) => a,

@@ -337,8 +337,8 @@ fn main() -> ExitCode {
             "kquotad listening"
         );
         // Tests and scripts read these lines to learn the ports: the first listener's address,
-        // then one line per listener.
-        // Serving does not depend on them: a closed stdout is not a reason to stop.
+        // then one line per listener. Serving does not depend on them, so a closed stdout is not a
+        // reason to stop.
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "listening on {}", server.local_addr());
         for l in &listeners {
