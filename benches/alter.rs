@@ -23,8 +23,8 @@
 //! The batches are built once, outside the timing: `alter` takes them by reference. The default
 //! `kip55` policy is on, so the sub-quota rules are checked as they would be in production.
 //!
-//! The allocator is mimalloc, the one `kquotad` ships with (the default `mimalloc` feature);
-//! `cargo bench --bench alter --no-default-features` measures glibc malloc instead, which spends much
+//! The allocator is mimalloc, the one `kquotad` ships with;
+//! `RUSTFLAGS='--cfg kquota_glibc_malloc' cargo bench --bench alter` measures glibc malloc instead, which spends much
 //! of a large store's batch walking and consolidating its free lists.
 
 use std::hint::black_box;
@@ -36,7 +36,7 @@ use kquota::{AlterResult, Alteration, Engine, Entity, EntityName};
 mod common;
 use common::{Clock, Ratios};
 
-#[cfg(feature = "mimalloc")]
+#[cfg(not(kquota_glibc_malloc))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

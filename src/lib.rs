@@ -83,24 +83,19 @@
 
 mod alter;
 mod cache;
-pub mod client;
 mod describe;
 mod engine;
 mod entity;
 mod error;
 mod index;
+mod java;
 mod key;
 pub mod meter;
 mod notify;
-/// Java properties files (`--config`, `--command-config`), read as Kafka reads them.
-pub mod properties;
+mod persist;
 mod resolve;
-pub mod security;
-pub mod server;
 mod state;
-pub mod store;
 mod text;
-pub mod wire;
 
 pub use alter::{AlterResult, Alteration, EntityPart, Op};
 pub use describe::{
@@ -109,7 +104,9 @@ pub use describe::{
 pub use engine::{Engine, EngineBuilder, EntityChange, SubQuotaPolicy, Subscriber};
 pub use entity::{desanitize, sanitize, Entity, EntityName, EntityType, Name, DEFAULT_DISPLAY};
 pub use error::{ApiError, ErrorCode, ParseError};
+pub use java::{java_entity_string, java_map_order};
 pub use key::{QuotaKey, QuotaType, QuotaValue, Unit, ValueKind};
 pub use notify::{ChangeNotification, NotificationV1, NotificationV2};
+pub use persist::{PersistError, Persistence};
 pub use resolve::{BucketId, BucketScope, IpQuota, Level, Quota, Resolved};
 pub use text::{format_describe, format_list};

@@ -1,7 +1,5 @@
 //! Change notifications: what a subscriber is told after a change becomes visible.
 
-use serde::Serialize;
-
 use crate::entity::Entity;
 
 /// One changed entity, emitted after the change is visible to readers.
@@ -14,7 +12,8 @@ pub struct ChangeNotification {
 }
 
 /// The seeds' form: `{"version":1,"entity_type":"users","entity_name":"user2/clients/clientA"}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct NotificationV1 {
     /// Always 1.
     pub version: u8,
@@ -25,7 +24,8 @@ pub struct NotificationV1 {
 }
 
 /// Kafka's later form: `{"version":2,"entity_path":"users/user2/clients/clientA"}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct NotificationV2 {
     /// Always 2.
     pub version: u8,
@@ -54,11 +54,13 @@ impl ChangeNotification {
     }
 
     /// The version-1 form as JSON.
+    #[cfg(feature = "serde")]
     pub fn v1_json(&self) -> String {
         serde_json::to_string(&self.v1()).expect("plain strings always serialize")
     }
 
     /// The version-2 form as JSON.
+    #[cfg(feature = "serde")]
     pub fn v2_json(&self) -> String {
         serde_json::to_string(&self.v2()).expect("plain strings always serialize")
     }
@@ -73,6 +75,7 @@ mod tests {
         EntityName::named(s).unwrap()
     }
 
+    #[cfg(feature = "serde")]
     #[test]
     fn seed_forms() {
         let sub = ChangeNotification {

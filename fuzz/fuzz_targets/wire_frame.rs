@@ -9,8 +9,8 @@
 use std::sync::{Arc, OnceLock};
 
 use arbitrary::Arbitrary;
-use kquota::security::{Principal, SecurityProtocol, Session};
-use kquota::wire::{Handler, Outcome, ServerInfo, SASL_APIS, SUPPORTED_APIS};
+use kquota_wire::{Principal, SecurityProtocol, Session};
+use kquota_wire::{Handler, Outcome, ServerInfo, SASL_APIS, SUPPORTED_APIS};
 use kquota::Engine;
 use libfuzzer_sys::fuzz_target;
 

@@ -7,7 +7,7 @@ use std::thread;
 
 use kquota::{Alteration, ComponentMatch, Engine, Entity, EntityType, ListFilter, QuotaKey};
 
-use crate::common::{alter_ok, d, n, uc};
+use kquota_testkit::{alter_ok, d, n, uc};
 
 /// Two configurations of user `u` that are each valid under KIP-55: (total, sub a, sub b, marker).
 const CONFIGS: [(f64, f64, f64, f64); 2] = [(100.0, 60.0, 30.0, 1.0), (300.0, 150.0, 50.0, 2.0)];

@@ -5,7 +5,7 @@ use kquota::{
     EntityType, Level, ListFilter, QuotaKey,
 };
 
-use crate::common::{alter_ok, d, n, uc};
+use kquota_testkit::{alter_ok, d, n, uc};
 
 /// The state the seeds list.
 fn seed_engine() -> Engine {

@@ -1,15 +1,9 @@
-//! Integration tests, one file per area.
+//! The engine's integration tests, one file per area.
 
-mod cli;
-mod common;
 mod concurrency;
 mod golden;
 mod metering;
 mod notifications;
 mod oracle;
 mod properties;
-mod security;
-mod server;
-mod store_recovery;
 mod validation;
-mod wire;

@@ -6,7 +6,7 @@ use std::thread;
 use kquota::meter::{BucketOwner, ClientMeter, Clock, ManualClock, Meter, MeterConfig};
 use kquota::{Alteration, Engine, Entity, QuotaKey};
 
-use crate::common::{alter_ok, d, n, uc};
+use kquota_testkit::{alter_ok, d, n, uc};
 
 fn setup(engine: Engine, batch: &[Alteration]) -> (Arc<Engine>, Arc<ManualClock>, Meter) {
     alter_ok(&engine, batch);

@@ -2,8 +2,8 @@
 
 use kquota::{Alteration, Engine, EngineBuilder, ErrorCode, SubQuotaPolicy};
 
-use crate::common::{alter_ok, d, n, uc};
 use kquota::Entity;
+use kquota_testkit::{alter_ok, d, n, uc};
 
 /// Alters one entity and returns its error (code, message), panicking on success.
 fn reject(engine: &Engine, alteration: Alteration) -> (ErrorCode, String) {

@@ -1,0 +1,729 @@
+//! `kafka-quotas`: the seeds' QuotasCommand. Lists, describes and alters client quotas on any server
+//! that speaks Kafka's DescribeClientQuotas / AlterClientQuotas (kquotad or Apache Kafka).
+
+// Help text is written for the terminal: `name[:unit]` is an optional part, not a doc link.
+#![allow(rustdoc::broken_intra_doc_links)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+use kquota::{
+    format_describe, format_list, Alteration, ComponentMatch, DescribedQuota, Engine, Entity,
+    EntityName, EntityType, Level, ListFilter, ListedEntity, ParseError, QuotaKey, QuotaType,
+    SubQuotaPolicy,
+};
+use kquota_cli::{
+    bootstrap_servers, clap_failure, error_name, exit_status, ip_or_resolvable_host,
+    load_command_config, usage, write_out, AdminClient, ClientConfig, Failure, QuotaEntry,
+};
+use serde_json::{json, Value};
+
+const EXAMPLES: &str = "\
+Examples:
+
+  List every entity configured for client-id my-client:
+    kafka-quotas --bootstrap-server localhost:9092 --list --names=client-id=my-client
+
+  List the entities of users whose name starts with user-:
+    kafka-quotas --bootstrap-server localhost:9092 --list --prefix=user=user-
+
+  The effective quotas of user-one's client my-client, with what they override:
+    kafka-quotas --bootstrap-server localhost:9092 --describe \\
+      --names=user=user-one,client-id=my-client --include-overrides
+
+  Give my-client of every user without its own entry a 100-share producer weight, and drop its
+  broker_bps producer quota:
+    kafka-quotas --bootstrap-server localhost:9092 --alter --names=client-id=my-client \\
+      --defaults=user --add=producer_byte_rate:shares=100 --delete=producer_byte_rate:broker_bps
+
+--describe takes a user and/or a client-id (or an ip) from --names or --defaults. A default, or a
+type left out, means a name with no entry of its own: only the defaults apply for it. The
+entities that can apply (one per precedence level) are fetched with DescribeClientQuotas and
+resolved here, so this works against Apache Kafka too.
+
+Quota keys (name[:unit]; the first unit is the native one, which may be left out):
+  producer_byte_rate, consumer_byte_rate  broker_bps | bps | shares   (user / client-id)
+  request_percentage                      percent                     (user / client-id)
+  controller_mutation_rate                mutations_per_sec           (user / client-id)
+  connection_creation_rate                connections_per_sec         (ip)
+
+Output:
+  --list prints each entity, then one `type unit value` line per entry, a blank line between
+  entities. --describe prints `type unit value entity` columns, an overridden entry after the
+  entry that overrides it, marked ` * `. --alter prints nothing on success. --output json prints
+  the documented JSON form instead (docs/cli.md).
+
+Exit status:
+  0  success
+  1  the server refused the request or could not be reached (the entity, Kafka's error name and
+     message are printed on stderr)
+  2  the command line or the --command-config file is wrong (one line on stderr says what to
+     write instead)";
+
+/// List, describe and alter Kafka client quotas (the seeds' kafka-quotas.sh).
+///
+/// Talks Kafka's DescribeClientQuotas and AlterClientQuotas APIs to any broker (kquotad or Apache
+/// Kafka). --describe computes the effective quotas on this side, from the configured entities, with
+/// kquota's precedence rules; --prefix is filtered on this side too.
+#[derive(Debug, Parser)]
+#[command(name = "kafka-quotas", version, after_help = EXAMPLES)]
+struct Args {
+    /// The server to connect to: HOST:PORT[,HOST:PORT...]
+    #[arg(long, value_name = "SERVERS")]
+    bootstrap_server: Option<String>,
+    /// A Kafka admin-client properties file: security.protocol (PLAINTEXT, SSL, SASL_PLAINTEXT,
+    /// SASL_SSL), sasl.mechanism, sasl.jaas.config, ssl.*, client.id, request.timeout.ms,
+    /// bootstrap.servers (docs/cli.md lists them all)
+    #[arg(long, value_name = "FILE")]
+    command_config: Option<PathBuf>,
+    /// List the entities that match --names / --defaults / --prefix and their configured entries
+    #[arg(long, help_heading = "Operations (give exactly one)")]
+    list: bool,
+    /// Describe the effective quotas of a user and/or client-id (or an ip), and where each comes
+    /// from
+    #[arg(long, help_heading = "Operations (give exactly one)")]
+    describe: bool,
+    /// Add, update or remove entries of one entity
+    #[arg(long, help_heading = "Operations (give exactly one)")]
+    alter: bool,
+    /// Comma-separated type=name pairs, e.g. user=some-user,client-id=some-client (types: user,
+    /// client-id, ip)
+    #[arg(long, value_name = "TYPE=NAME,...", help_heading = "Entity")]
+    names: Vec<String>,
+    /// Comma-separated entity types that take their default, e.g. user,client-id
+    #[arg(long, value_name = "TYPE,...", help_heading = "Entity")]
+    defaults: Vec<String>,
+    /// (--list) Comma-separated type=prefix pairs, e.g. user=test-user-
+    #[arg(
+        long,
+        visible_alias = "match",
+        value_name = "TYPE=PREFIX,...",
+        help_heading = "Entity"
+    )]
+    prefix: Vec<String>,
+    /// (--describe) Also print the entries that the effective ones override
+    #[arg(long, help_heading = "Describe")]
+    include_overrides: bool,
+    /// (--alter) Comma-separated name[:unit]=value entries to add or update, e.g.
+    /// producer_byte_rate:shares=100
+    #[arg(long, value_name = "KEY=VALUE,...", help_heading = "Alter")]
+    add: Vec<String>,
+    /// (--alter) Comma-separated name[:unit] entries to remove, e.g. producer_byte_rate:broker_bps
+    #[arg(long, value_name = "KEY,...", help_heading = "Alter")]
+    delete: Vec<String>,
+    /// (--alter) Validate the alteration on the server without applying it
+    #[arg(long, help_heading = "Alter")]
+    validate_only: bool,
+    /// Output format
+    #[arg(long, value_enum, default_value = "text")]
+    output: Output,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Output {
+    /// The seeds' text
+    Text,
+    /// JSON, one document on stdout
+    Json,
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) => return clap_failure(e),
+    };
+    exit_status(run(args))
+}
+
+/// One entity component as the command line gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Spec {
+    Name(String),
+    Default,
+    Prefix(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operation {
+    List,
+    Describe,
+    Alter,
+}
+
+fn run(args: Args) -> Result<(), Failure> {
+    let op = operation(&args)?;
+    let components = entity_spec(&args)?;
+    let config = load_command_config(args.command_config.as_deref())?;
+    let bootstrap = bootstrap_servers(args.bootstrap_server.as_deref(), &config)?;
+    match op {
+        Operation::List => list(&bootstrap, &config, &components, args.output),
+        Operation::Describe => describe(
+            &bootstrap,
+            &config,
+            &components,
+            args.include_overrides,
+            args.output,
+        ),
+        Operation::Alter => {
+            let ops = alter_ops(&args.add, &args.delete)?;
+            alter(&bootstrap, &config, &components, &ops, args.validate_only)
+        }
+    }
+}
+
+/// Exactly one operation, and no flag that belongs to another one.
+fn operation(args: &Args) -> Result<Operation, Failure> {
+    let given: Vec<(&str, Operation)> = [
+        (args.list, "--list", Operation::List),
+        (args.describe, "--describe", Operation::Describe),
+        (args.alter, "--alter", Operation::Alter),
+    ]
+    .into_iter()
+    .filter(|(on, _, _)| *on)
+    .map(|(_, name, op)| (name, op))
+    .collect();
+    let op = match given.as_slice() {
+        [] => return usage("give one of --list, --describe or --alter"),
+        [(_, op)] => *op,
+        [(a, _), (b, _), ..] => {
+            return usage(format!(
+                "{a} and {b} cannot be combined; give one of --list, --describe or --alter"
+            ))
+        }
+    };
+    let misplaced = [
+        (!args.prefix.is_empty(), "--prefix", Operation::List),
+        (
+            args.include_overrides,
+            "--include-overrides",
+            Operation::Describe,
+        ),
+        (!args.add.is_empty(), "--add", Operation::Alter),
+        (!args.delete.is_empty(), "--delete", Operation::Alter),
+        (args.validate_only, "--validate-only", Operation::Alter),
+    ];
+    for (given, flag, belongs) in misplaced {
+        if given && belongs != op {
+            let home = match belongs {
+                Operation::List => "--list",
+                Operation::Describe => "--describe",
+                Operation::Alter => "--alter",
+            };
+            return usage(format!(
+                "{flag} applies only to {home}; drop {flag} or use {home} instead"
+            ));
+        }
+    }
+    Ok(op)
+}
+
+fn split_list(values: &[String]) -> impl Iterator<Item = &str> {
+    values.iter().flat_map(|v| v.split(','))
+}
+
+fn entity_type(ty: &str, flag: &str) -> Result<EntityType, Failure> {
+    ty.parse::<EntityType>().or_else(|_| {
+        usage(format!(
+            "unknown entity type '{ty}' in {flag}; use user, client-id or ip"
+        ))
+    })
+}
+
+/// --names, --defaults and --prefix as one component per entity type.
+fn entity_spec(args: &Args) -> Result<Vec<(EntityType, Spec)>, Failure> {
+    let mut out: Vec<(EntityType, Spec)> = Vec::new();
+    let mut push = |ty: EntityType, spec: Spec| {
+        if out.iter().any(|(t, _)| *t == ty) {
+            return usage(format!(
+                "{ty} is given more than once; give each entity type once across --names, --defaults and --prefix"
+            ));
+        }
+        out.push((ty, spec));
+        Ok(())
+    };
+    for pair in split_list(&args.names) {
+        let Some((ty, name)) = pair.split_once('=') else {
+            return usage(format!(
+                "--names takes type=name pairs such as user=alice,client-id=app; got '{pair}'"
+            ));
+        };
+        let ty = entity_type(ty, "--names")?;
+        if name.is_empty() {
+            return usage(format!(
+                "empty {ty} name in --names; for the default {ty} write --defaults={ty}"
+            ));
+        }
+        if ty == EntityType::Ip && !ip_or_resolvable_host(name) {
+            return usage(format!(
+                "'{name}' in --names is not a valid IP or resolvable host; write e.g. ip=192.168.0.1"
+            ));
+        }
+        push(ty, Spec::Name(name.to_owned()))?;
+    }
+    for ty in split_list(&args.defaults) {
+        if ty.contains('=') {
+            return usage(format!(
+                "--defaults takes entity types such as user,client-id; got '{ty}' (names go in --names)"
+            ));
+        }
+        push(entity_type(ty, "--defaults")?, Spec::Default)?;
+    }
+    for pair in split_list(&args.prefix) {
+        let Some((ty, prefix)) = pair.split_once('=') else {
+            return usage(format!(
+                "--prefix takes type=prefix pairs such as user=test-user-; got '{pair}'"
+            ));
+        };
+        push(
+            entity_type(ty, "--prefix")?,
+            Spec::Prefix(prefix.to_owned()),
+        )?;
+    }
+    let has = |t: EntityType| out.iter().any(|(ty, _)| *ty == t);
+    if has(EntityType::Ip) && (has(EntityType::User) || has(EntityType::ClientId)) {
+        return usage("ip cannot be combined with user or client-id; give ip on its own");
+    }
+    Ok(out)
+}
+
+fn connect(bootstrap: &str, config: &ClientConfig) -> Result<AdminClient, Failure> {
+    AdminClient::connect(bootstrap, config).map_err(|e| Failure::Server(e.to_string()))
+}
+
+fn server_failure(e: kquota_cli::ClientError) -> Failure {
+    Failure::Server(e.to_string())
+}
+
+/// The filter component for one spec.
+fn component(spec: &Spec) -> ComponentMatch {
+    match spec {
+        Spec::Name(n) => ComponentMatch::Exact(n.clone()),
+        Spec::Default => ComponentMatch::Default,
+        Spec::Prefix(p) => ComponentMatch::Prefix(p.clone()),
+    }
+}
+
+/// Loads what the server returned into a local engine with Kafka's policy (nothing is refused for
+/// a sub-quota rule), so listing and describing use the library's own order and precedence.
+fn local_engine(entries: Vec<QuotaEntry>) -> Result<Engine, Failure> {
+    let engine = Engine::builder()
+        .policy(SubQuotaPolicy::Kafka)
+        .build()
+        .expect("valid settings");
+    let mut loaded: Vec<(Entity, Vec<(QuotaKey, f64)>)> = Vec::new();
+    for entry in entries {
+        let Some(entity) = parse_entity(&entry.entity) else {
+            eprintln!(
+                "warning: skipping an entity this tool cannot represent: {:?}",
+                entry.entity
+            );
+            continue;
+        };
+        if loaded.iter().any(|(e, _)| *e == entity) {
+            continue;
+        }
+        let mut quotas = Vec::new();
+        for (key, value) in entry.values {
+            match key.parse::<QuotaKey>() {
+                Ok(k) => quotas.push((k, value)),
+                Err(e) => eprintln!("warning: skipping {key} of {entity}: {e}"),
+            }
+        }
+        if !quotas.is_empty() {
+            loaded.push((entity, quotas));
+        }
+    }
+    engine.load(loaded).map_err(|(entity, e)| {
+        Failure::Server(format!(
+            "{entity}: the server returned an entry this tool cannot use: {}: {}",
+            error_name(e.code),
+            e.message
+        ))
+    })?;
+    Ok(engine)
+}
+
+fn parse_entity(parts: &[(String, Option<String>)]) -> Option<Entity> {
+    let parts = parts
+        .iter()
+        .map(|(ty, name)| {
+            Some((
+                ty.parse::<EntityType>().ok()?,
+                EntityName::from_wire(name.as_deref()).ok()?,
+            ))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Entity::from_parts(&parts)
+}
+
+fn list(
+    bootstrap: &str,
+    config: &ClientConfig,
+    components: &[(EntityType, Spec)],
+    output: Output,
+) -> Result<(), Failure> {
+    let filter = ListFilter {
+        components: components
+            .iter()
+            .map(|(ty, spec)| (*ty, component(spec)))
+            .collect(),
+        strict: false,
+    };
+    let mut admin = connect(bootstrap, config)?;
+    let entries = admin
+        .describe_client_quotas(&filter.components, false)
+        .map_err(server_failure)?;
+    let listed = local_engine(entries)?.list(&filter);
+    let text = match output {
+        Output::Text => format_list(&listed),
+        Output::Json => format!("{}\n", list_json(&listed)),
+    };
+    write_out(&text, "")
+}
+
+fn describe(
+    bootstrap: &str,
+    config: &ClientConfig,
+    components: &[(EntityType, Spec)],
+    include_overrides: bool,
+    output: Output,
+) -> Result<(), Failure> {
+    let mut user: Option<Option<String>> = None;
+    let mut client: Option<Option<String>> = None;
+    for (ty, spec) in components {
+        let name = match spec {
+            Spec::Name(n) => Some(n.clone()),
+            Spec::Default => None,
+            Spec::Prefix(_) => unreachable!("refused with --describe"),
+        };
+        match ty {
+            EntityType::User => user = Some(name),
+            EntityType::ClientId => client = Some(name),
+            EntityType::Ip => {
+                return describe_ip(bootstrap, config, name, include_overrides, output)
+            }
+        }
+    }
+    if user.is_none() && client.is_none() {
+        return usage(
+            "--describe needs a user and/or a client-id (or an ip), e.g. --names=user=alice,client-id=app",
+        );
+    }
+    // A default (or an omitted type) describes a name with no entry of its own.
+    let (user, client) = (user.flatten(), client.flatten());
+    let mut admin = connect(bootstrap, config)?;
+    // One exact, strict query per precedence level: bounded, and stock Kafka answers it too.
+    let mut entries = Vec::new();
+    for level in Level::ALL {
+        let Some(entity) = level.entity(user.as_deref(), client.as_deref()) else {
+            continue;
+        };
+        let filter: Vec<(EntityType, ComponentMatch)> = entity
+            .components()
+            .map(|(ty, name)| {
+                (
+                    ty,
+                    match name.as_option() {
+                        Some(n) => ComponentMatch::Exact(n.to_owned()),
+                        None => ComponentMatch::Default,
+                    },
+                )
+            })
+            .collect();
+        entries.extend(
+            admin
+                .describe_client_quotas(&filter, true)
+                .map_err(server_failure)?,
+        );
+    }
+    let engine = local_engine(entries)?;
+    let described = engine.describe(user.as_deref(), client.as_deref(), include_overrides);
+    let text = match output {
+        Output::Text => format_describe(&described),
+        Output::Json => format!(
+            "{}\n",
+            describe_json(user.as_deref(), client.as_deref(), &described)
+        ),
+    };
+    write_out(&text, "")
+}
+
+/// Describes an ip's `connection_creation_rate`: `{ip=x}`, then `{ip=<default>}` (an ip with no
+/// entry of its own when `ip` is `None`).
+fn describe_ip(
+    bootstrap: &str,
+    config: &ClientConfig,
+    ip: Option<String>,
+    include_overrides: bool,
+    output: Output,
+) -> Result<(), Failure> {
+    let key = QuotaKey::CONNECTION_CREATION_RATE;
+    let mut candidates = Vec::new();
+    if let Some(ip) = &ip {
+        let name = EntityName::named(ip).expect("checked non-empty");
+        candidates.push((Entity::Ip(name), ComponentMatch::Exact(ip.clone())));
+    }
+    candidates.push((Entity::Ip(EntityName::Default), ComponentMatch::Default));
+    let mut admin = connect(bootstrap, config)?;
+    let mut found: Vec<(Entity, f64)> = Vec::new();
+    for (entity, m) in candidates {
+        let entries = admin
+            .describe_client_quotas(&[(EntityType::Ip, m)], true)
+            .map_err(server_failure)?;
+        let value = entries
+            .iter()
+            .flat_map(|e| &e.values)
+            .find(|(k, _)| k.parse::<QuotaKey>() == Ok(key))
+            .map(|(_, v)| *v);
+        if let Some(v) = value {
+            found.push((entity, v));
+        }
+    }
+    if !include_overrides {
+        found.truncate(1);
+    }
+    let text = match output {
+        Output::Text => {
+            let rows: Vec<[String; 4]> = found
+                .iter()
+                .enumerate()
+                .map(|(i, (entity, v))| {
+                    let ty = key.quota_type().as_str();
+                    [
+                        if i == 0 {
+                            ty.to_owned()
+                        } else {
+                            format!(" * {ty}")
+                        },
+                        key.unit().as_str().to_owned(),
+                        text_number(*v),
+                        entity.to_string(),
+                    ]
+                })
+                .collect();
+            format_rows(&rows)
+        }
+        Output::Json => {
+            let quotas: Vec<Value> = found
+                .split_first()
+                .map(|((entity, v), rest)| {
+                    json!({
+                        "type": key.quota_type().as_str(),
+                        "unit": key.unit().as_str(),
+                        "value": number(*v),
+                        "entity": entity_json(entity),
+                        "level": null,
+                        "overridden": rest.iter().map(|(e, v)| json!({
+                            "value": number(*v),
+                            "entity": entity_json(e),
+                            "level": null,
+                        })).collect::<Vec<_>>(),
+                    })
+                })
+                .into_iter()
+                .collect();
+            format!("{}\n", json!({"version": 1, "ip": ip, "quotas": quotas}))
+        }
+    };
+    write_out(&text, "")
+}
+
+/// A value as the text output prints it: whole numbers without a fraction.
+fn text_number(v: f64) -> String {
+    kquota::QuotaValue::new(v).map_or_else(|_| v.to_string(), |q| q.to_string())
+}
+
+/// Rows in `format_describe`'s aligned columns.
+fn format_rows(rows: &[[String; 4]]) -> String {
+    let mut widths = [0usize; 3];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    rows.iter()
+        .map(|[ty, unit, value, entity]| {
+            format!(
+                "{ty:<w0$} {unit:<w1$} {value:<w2$} {entity}\n",
+                w0 = widths[0],
+                w1 = widths[1],
+                w2 = widths[2]
+            )
+        })
+        .collect()
+}
+
+/// --add and --delete as `(key, value)` ops, `None` to remove.
+fn alter_ops(add: &[String], delete: &[String]) -> Result<Vec<(QuotaKey, Option<f64>)>, Failure> {
+    let mut ops: Vec<(QuotaKey, Option<f64>)> = Vec::new();
+    let mut push = |key: QuotaKey, value: Option<f64>| {
+        if ops.iter().any(|(k, _)| *k == key) {
+            return usage(format!(
+                "{key} is given more than once across --add and --delete; give each key once"
+            ));
+        }
+        ops.push((key, value));
+        Ok(())
+    };
+    for entry in split_list(add) {
+        let Some((key, value)) = entry.split_once('=') else {
+            return usage(format!(
+                "--add takes name[:unit]=value entries such as producer_byte_rate:shares=100; got '{entry}'"
+            ));
+        };
+        let key = quota_key(key, "--add")?;
+        let number = value.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+        let Some(number) = number else {
+            return usage(format!(
+                "--add {key}: '{value}' is not a number; write e.g. {key}=1048576"
+            ));
+        };
+        push(key, Some(number))?;
+    }
+    for key in split_list(delete) {
+        if key.contains('=') {
+            return usage(format!(
+                "--delete takes name[:unit] entries without a value, such as producer_byte_rate:broker_bps; got '{key}'"
+            ));
+        }
+        push(quota_key(key, "--delete")?, None)?;
+    }
+    if ops.is_empty() {
+        return usage("--alter needs --add or --delete, e.g. --add=producer_byte_rate=1048576");
+    }
+    Ok(ops)
+}
+
+fn quota_key(text: &str, flag: &str) -> Result<QuotaKey, Failure> {
+    text.parse::<QuotaKey>().or_else(|e| match e {
+        ParseError::UnknownUnit { quota_type, unit } => {
+            let ty: QuotaType = quota_type.parse().expect("parsed before the unit");
+            let units: Vec<&str> = QuotaKey::all()
+                .filter(|k| k.quota_type() == ty)
+                .map(|k| k.unit().as_str())
+                .collect();
+            usage(format!(
+                "unknown unit '{unit}' for {quota_type} in {flag}; use {}",
+                units.join(", ")
+            ))
+        }
+        _ => {
+            let ty = text.split(':').next().unwrap_or(text);
+            let types: Vec<&str> = QuotaType::ALL.iter().map(|t| t.as_str()).collect();
+            usage(format!(
+                "unknown quota type '{ty}' in {flag}; use one of {}",
+                types.join(", ")
+            ))
+        }
+    })
+}
+
+fn alter(
+    bootstrap: &str,
+    config: &ClientConfig,
+    components: &[(EntityType, Spec)],
+    ops: &[(QuotaKey, Option<f64>)],
+    validate_only: bool,
+) -> Result<(), Failure> {
+    if components.is_empty() {
+        return usage(
+            "--alter needs an entity: give --names and/or --defaults, e.g. --names=user=alice",
+        );
+    }
+    let parts: Vec<(EntityType, EntityName)> = components
+        .iter()
+        .map(|(ty, spec)| {
+            let name = match spec {
+                Spec::Name(n) => EntityName::named(n).expect("checked non-empty"),
+                Spec::Default => EntityName::Default,
+                Spec::Prefix(_) => unreachable!("refused with --alter"),
+            };
+            (*ty, name)
+        })
+        .collect();
+    let entity = Entity::from_parts(&parts).expect("shape checked in entity_spec");
+    for (key, _) in ops {
+        if key.is_ip_key() != entity.is_ip() {
+            return usage(if entity.is_ip() {
+                format!("{key} does not apply to ip entities; ip entities take connection_creation_rate")
+            } else {
+                format!(
+                    "{key} applies only to ip entities; use --names=ip=ADDRESS or --defaults=ip"
+                )
+            });
+        }
+    }
+    let mut alteration = Alteration::new(&entity);
+    for (key, value) in ops {
+        alteration = match value {
+            Some(v) => alteration.set(key, *v),
+            None => alteration.remove(key),
+        };
+    }
+    let mut admin = connect(bootstrap, config)?;
+    let results = admin
+        .alter_client_quotas(&[alteration], validate_only)
+        .map_err(server_failure)?;
+    let errors: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.error.as_ref())
+        .map(|e| format!("{entity}: {}: {}", error_name(e.code), e.message))
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Server(errors.join("\nerror: ")))
+    }
+}
+
+/// A number as JSON: an integer when it is whole and exact, otherwise a float.
+fn number(v: f64) -> Value {
+    if v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 {
+        json!(v as i64)
+    } else {
+        json!(v)
+    }
+}
+
+fn entity_json(entity: &Entity) -> Value {
+    let mut map = serde_json::Map::new();
+    for (ty, name) in entity.components() {
+        map.insert(ty.as_str().to_owned(), json!(name.as_option()));
+    }
+    Value::Object(map)
+}
+
+fn list_json(listed: &[ListedEntity]) -> Value {
+    json!({
+        "version": 1,
+        "entities": listed.iter().map(|l| json!({
+            "entity": entity_json(&l.entity),
+            "quotas": l.quotas.iter().map(|(k, v)| json!({
+                "type": k.quota_type().as_str(),
+                "unit": k.unit().as_str(),
+                "value": number(*v),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn describe_json(user: Option<&str>, client: Option<&str>, described: &[DescribedQuota]) -> Value {
+    json!({
+        "version": 1,
+        "user": user,
+        "client-id": client,
+        "quotas": described.iter().map(|q| json!({
+            "type": q.key.quota_type().as_str(),
+            "unit": q.key.unit().as_str(),
+            "value": number(q.value),
+            "entity": entity_json(&q.entity),
+            "level": q.level.number(),
+            "overridden": q.overridden.iter().map(|o| json!({
+                "value": number(o.value),
+                "entity": entity_json(&o.entity),
+                "level": o.level.number(),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}

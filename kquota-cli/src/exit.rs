@@ -1,0 +1,126 @@
+//! How the command line tools end: the exit statuses they document, and clap's refusals as one line.
+
+use std::io::{ErrorKind, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::{parse_bootstrap, ClientConfig};
+
+/// Why a tool failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// The command line or `--command-config` is wrong: exit status 2.
+    Usage(String),
+    /// The server refused or could not be reached: exit status 1.
+    Server(String),
+    /// Standard output could not be written (a full disk, a closed pipe): exit status 1. The text
+    /// says what had already happened, such as an alteration that was applied.
+    Output(String, std::io::Error),
+}
+
+/// Writes `text` to standard output and flushes it. A failure is [`Failure::Output`], with
+/// `done` saying what had already happened before the output was lost (empty if nothing had).
+pub fn write_out(text: &str, done: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::Output(done.to_owned(), e))
+}
+
+/// The servers to bootstrap from: `--bootstrap-server`, else `bootstrap.servers` from
+/// `--command-config`. A missing or malformed list is a usage failure.
+pub fn bootstrap_servers(flag: Option<&str>, config: &ClientConfig) -> Result<String, Failure> {
+    let (list, source) = match (flag, &config.bootstrap_servers) {
+        (Some(list), _) => (list, "--bootstrap-server"),
+        (None, Some(list)) => (list.as_str(), "bootstrap.servers in --command-config"),
+        (None, None) => {
+            return usage("--bootstrap-server is required, e.g. --bootstrap-server localhost:9092")
+        }
+    };
+    match parse_bootstrap(list) {
+        Ok(_) => Ok(list.to_owned()),
+        Err(e) => usage(format!("{source}: {e}")),
+    }
+}
+
+/// A usage failure, as a `Result`.
+pub fn usage<T>(message: impl Into<String>) -> Result<T, Failure> {
+    Err(Failure::Usage(message.into()))
+}
+
+/// Reads `--command-config` if given (defaults otherwise), printing a `warning:` line per key not
+/// understood; an unreadable or invalid file is a usage failure.
+pub fn load_command_config(path: Option<&Path>) -> Result<ClientConfig, Failure> {
+    let Some(path) = path else {
+        return Ok(ClientConfig::default());
+    };
+    let (config, warnings) = ClientConfig::from_file(path).or_else(usage)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(config)
+}
+
+/// Prints a failure as `error: …` on stderr and returns the documented exit status.
+pub fn exit_status(result: Result<(), Failure>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(m)) => {
+            eprintln!("error: {m}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Server(m)) => {
+            eprintln!("error: {m}");
+            ExitCode::from(1)
+        }
+        // The reader went away (`| head`): nothing to tell it, and nobody to tell but stderr.
+        Err(Failure::Output(done, e)) if e.kind() == ErrorKind::BrokenPipe && done.is_empty() => {
+            ExitCode::from(1)
+        }
+        Err(Failure::Output(done, e)) => {
+            let done = if done.is_empty() {
+                String::new()
+            } else {
+                format!(" ({done})")
+            };
+            eprintln!("error: could not write the output: {e}{done}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Help and version go to stdout with status 0; anything else clap refuses becomes one line and
+/// status 2, with clap's tip (if any) on the same line.
+pub fn clap_failure(e: clap::Error) -> ExitCode {
+    if matches!(
+        e.kind(),
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+    ) {
+        return exit_status(write_out(&e.render().to_string(), ""));
+    }
+    eprintln!("{}", one_line(&e.render().to_string()));
+    ExitCode::from(2)
+}
+
+/// Folds clap's multi-line rendering into one line.
+fn one_line(rendered: &str) -> String {
+    let mut lines = rendered.lines();
+    let mut out = lines
+        .next()
+        .unwrap_or("error: invalid arguments")
+        .to_owned();
+    // A usage block may go on over indented lines (one per form of the command).
+    let mut in_usage = false;
+    for raw in lines {
+        let line = raw.trim();
+        in_usage =
+            line.starts_with("Usage:") || (in_usage && raw.starts_with(' ') && !line.is_empty());
+        if in_usage || line.is_empty() || line.starts_with("For more information") {
+            continue;
+        }
+        out.push_str("; ");
+        out.push_str(line.strip_prefix("tip: ").unwrap_or(line));
+    }
+    out.push_str(" (see --help)");
+    out
+}

@@ -1,0 +1,3 @@
+//! The tools' integration tests, against a kquotad run as a process.
+
+mod cli;

@@ -1,0 +1,268 @@
+//! SaslHandshake (17, version 1) and SaslAuthenticate (36, versions 0–2): PLAIN and SCRAM on a
+//! SASL listener, as Kafka's `SaslServerAuthenticator` runs them.
+//!
+//! Until authentication completes only ApiVersions, SaslHandshake and SaslAuthenticate are served
+//! (anything else closes the connection, as Kafka does). A failed authentication is answered with
+//! `SASL_AUTHENTICATION_FAILED` (58) and the connection closes after the server's delay.
+
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use ring::hmac;
+
+use crate::frame::{Header, ReadResult, Reader};
+use crate::handler::{decode, respond, CloseReason, Handler, Outcome};
+use crate::security::scram::{ClientFirst, ScramCredential, ScramMechanism, ScramServer};
+use crate::security::{AuthContext, Principal, SaslMechanism, SaslStage, Session};
+
+const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+const ILLEGAL_SASL_STATE: i16 = 34;
+const SASL_AUTHENTICATION_FAILED: i16 = 58;
+
+fn walk_handshake(r: &mut Reader<'_>, _version: i16) -> ReadResult<()> {
+    r.string(false, false, "mechanism")?;
+    Ok(())
+}
+
+fn walk_authenticate(r: &mut Reader<'_>, version: i16) -> ReadResult<()> {
+    let flexible = version >= 2;
+    r.bytes(flexible, "auth_bytes")?;
+    if flexible {
+        r.tagged_fields("SaslAuthenticateRequest")?;
+    }
+    Ok(())
+}
+
+pub(super) fn handshake(
+    h: &Handler,
+    session: &mut Session,
+    header: Header,
+    body: &[u8],
+) -> Result<Outcome, CloseReason> {
+    let request: SaslHandshakeRequest = decode(header, body, walk_handshake)?;
+    let enabled: Vec<StrBytes> = h
+        .sasl
+        .as_ref()
+        .map(|s| {
+            s.mechanisms
+                .iter()
+                .map(|m| StrBytes::from_static_str(m.name()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut response = SaslHandshakeResponse::default();
+    response.mechanisms = enabled;
+    if !matches!(session.sasl, SaslStage::Handshake) {
+        // Kafka answers a handshake on an authenticated (or non-SASL) connection this way.
+        response.error_code = ILLEGAL_SASL_STATE;
+        return respond(header, &response).map(Outcome::Respond);
+    }
+    let chosen = request
+        .mechanism
+        .parse::<SaslMechanism>()
+        .ok()
+        .filter(|m| h.sasl.as_ref().is_some_and(|s| s.enabled(*m)));
+    match chosen {
+        Some(m) => {
+            session.sasl = SaslStage::Authenticate(m);
+            respond(header, &response).map(Outcome::Respond)
+        }
+        None => {
+            response.error_code = UNSUPPORTED_SASL_MECHANISM;
+            let body = respond(header, &response)?;
+            Ok(Outcome::RespondAndClose(
+                body,
+                CloseReason::AuthenticationFailed(format!(
+                    "unsupported SASL mechanism '{}'",
+                    request.mechanism.as_str()
+                )),
+            ))
+        }
+    }
+}
+
+pub(super) fn authenticate(
+    h: &Handler,
+    session: &mut Session,
+    header: Header,
+    body: &[u8],
+) -> Result<Outcome, CloseReason> {
+    let request: SaslAuthenticateRequest = decode(header, body, walk_authenticate)?;
+    let stage = std::mem::replace(&mut session.sasl, SaslStage::Done);
+    let step = match stage {
+        SaslStage::Done | SaslStage::Handshake => {
+            session.sasl = stage;
+            let mut response = SaslAuthenticateResponse::default();
+            response.error_code = ILLEGAL_SASL_STATE;
+            response.error_message = Some(StrBytes::from_static_str(
+                "SaslAuthenticate is only valid after a SaslHandshake on a SASL listener",
+            ));
+            return respond(header, &response).map(Outcome::Respond);
+        }
+        SaslStage::Authenticate(SaslMechanism::Plain) => plain(h, session, &request.auth_bytes),
+        SaslStage::Authenticate(SaslMechanism::Scram(m)) => {
+            scram_first(h, session, m, &request.auth_bytes)
+        }
+        SaslStage::ScramFinal(server) => scram_final(h, session, &server, &request.auth_bytes),
+    };
+    let mut response = SaslAuthenticateResponse::default();
+    match step {
+        Ok(bytes) => {
+            response.auth_bytes = bytes;
+            respond(header, &response).map(Outcome::Respond)
+        }
+        Err(Failure { client, log }) => {
+            session.sasl = SaslStage::Done;
+            response.error_code = SASL_AUTHENTICATION_FAILED;
+            response.error_message = Some(StrBytes::from_string(client));
+            let body = respond(header, &response)?;
+            Ok(Outcome::RespondAndClose(
+                body,
+                CloseReason::AuthenticationFailed(log),
+            ))
+        }
+    }
+}
+
+/// A failed authentication: what the client is told, and what the log says.
+struct Failure {
+    client: String,
+    log: String,
+}
+
+fn scram_refusal(m: ScramMechanism, log: String) -> Failure {
+    // Kafka does not tell the client why (it may reveal whether the user exists).
+    Failure {
+        client: format!(
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism {m}"
+        ),
+        log,
+    }
+}
+
+fn principal_for(
+    h: &Handler,
+    session: &Session,
+    mechanism: SaslMechanism,
+    user: &str,
+) -> Result<Principal, Failure> {
+    h.principal_builder
+        .build(&AuthContext::Sasl {
+            peer: session.peer(),
+            protocol: session.protocol(),
+            mechanism,
+            authorization_id: user,
+        })
+        .map_err(|e| Failure {
+            client: "Authentication failed: no principal for the authenticated user".to_owned(),
+            log: format!("{mechanism} user '{user}': {e}"),
+        })
+}
+
+fn plain(h: &Handler, session: &mut Session, token: &[u8]) -> Result<Bytes, Failure> {
+    let fail = |client: &str, log: String| Failure {
+        client: client.to_owned(),
+        log,
+    };
+    let parts: Vec<&[u8]> = token.split(|b| *b == 0).collect();
+    let [authzid, user, password] = parts[..] else {
+        return Err(fail(
+            &format!(
+                "Invalid SASL/PLAIN response: expected 3 tokens, got {}",
+                parts.len()
+            ),
+            "PLAIN: malformed token".to_owned(),
+        ));
+    };
+    let (Ok(authzid), Ok(user)) = (std::str::from_utf8(authzid), std::str::from_utf8(user)) else {
+        return Err(fail(
+            "Authentication failed: Invalid username or password",
+            "PLAIN: user name is not UTF-8".to_owned(),
+        ));
+    };
+    if user.is_empty() {
+        return Err(fail(
+            "Authentication failed: username not specified",
+            "PLAIN: no user name".to_owned(),
+        ));
+    }
+    if password.is_empty() {
+        return Err(fail(
+            "Authentication failed: password not specified",
+            format!("PLAIN user '{user}': no password"),
+        ));
+    }
+    let known = h
+        .sasl
+        .as_ref()
+        .and_then(|s| s.credentials.any(user))
+        .is_some_and(|c| c.verify_password(password));
+    if !known {
+        return Err(fail(
+            "Authentication failed: Invalid username or password",
+            format!("PLAIN user '{user}': invalid username or password"),
+        ));
+    }
+    if !authzid.is_empty() && authzid != user {
+        return Err(fail(
+            "Authentication failed: Client requested an authorization id that is different from username",
+            format!("PLAIN user '{user}': authorization id '{authzid}' differs"),
+        ));
+    }
+    let principal = principal_for(h, session, SaslMechanism::Plain, user)?;
+    session.authenticated(principal);
+    Ok(Bytes::new())
+}
+
+/// A stand-in credential for a user that does not exist, stable per user, so that the exchange
+/// fails only at the final step and does not reveal which users exist.
+fn decoy(h: &Handler, m: ScramMechanism, user: &str) -> Option<ScramCredential> {
+    let salt = hmac::sign(&h.decoy_key, user.as_bytes());
+    let mut c = ScramCredential::derive(m, b"", &salt.as_ref()[..32], 4096).ok()?;
+    // A key no proof can match: the hash of a client key is never all zeros in practice.
+    c.stored_key.iter_mut().for_each(|b| *b = 0);
+    Some(c)
+}
+
+fn scram_first(
+    h: &Handler,
+    session: &mut Session,
+    m: ScramMechanism,
+    token: &[u8],
+) -> Result<Bytes, Failure> {
+    let first = ClientFirst::parse(token)
+        .map_err(|e| scram_refusal(m, format!("{m}: bad client-first message: {e}")))?;
+    if first.authzid.as_ref().is_some_and(|a| *a != first.username) {
+        return Err(Failure {
+            client: "Authentication failed: Client requested an authorization id that is different from username".to_owned(),
+            log: format!("{m} user '{}': authorization id differs", first.username),
+        });
+    }
+    let credential = h
+        .sasl
+        .as_ref()
+        .and_then(|s| s.credentials.get(&first.username, m).cloned())
+        .or_else(|| decoy(h, m, &first.username))
+        .ok_or_else(|| scram_refusal(m, format!("{m}: no credential")))?;
+    let (server, out) =
+        ScramServer::start(first, credential).map_err(|e| scram_refusal(m, format!("{m}: {e}")))?;
+    session.sasl = SaslStage::ScramFinal(Box::new(server));
+    Ok(Bytes::from(out))
+}
+
+fn scram_final(
+    h: &Handler,
+    session: &mut Session,
+    server: &ScramServer,
+    token: &[u8],
+) -> Result<Bytes, Failure> {
+    let m = server.mechanism();
+    let out = server
+        .finish(token)
+        .map_err(|e| scram_refusal(m, format!("{m} user '{}': {e}", server.username())))?;
+    let principal = principal_for(h, session, SaslMechanism::Scram(m), server.username())?;
+    session.authenticated(principal);
+    Ok(Bytes::from(out))
+}

@@ -1,0 +1,669 @@
+//! SCRAM (RFC 5802, RFC 7677): the key derivation, stored credentials, and both sides of the
+//! exchange as Kafka runs it (no channel binding; `SCRAM-SHA-256` and `SCRAM-SHA-512`).
+//!
+//! A server stores, per user and mechanism, a salt, an iteration count, `StoredKey` and `ServerKey`
+//! ([`ScramCredential`]), never the password: `StoredKey` verifies a client's proof and
+//! `ServerKey` signs the server's answer. A PLAIN login is checked against the same entry by
+//! deriving `StoredKey` from the offered password.
+
+use std::fmt;
+use std::num::NonZeroU32;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use ring::{digest, hmac, pbkdf2, rand::SecureRandom};
+
+/// The fewest PBKDF2 iterations accepted, as Kafka (`ScramMechanism.minIterations`).
+pub const MIN_ITERATIONS: u32 = 4096;
+/// The most PBKDF2 iterations accepted, as Kafka (`ScramMechanism.maxIterations`).
+pub const MAX_ITERATIONS: u32 = 16384;
+
+/// A SCRAM mechanism Kafka supports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ScramMechanism {
+    /// `SCRAM-SHA-256`.
+    Sha256,
+    /// `SCRAM-SHA-512`.
+    Sha512,
+}
+
+/// The primitives one SCRAM variant is built from.
+#[derive(Clone, Copy)]
+struct Algorithm {
+    pbkdf2: pbkdf2::Algorithm,
+    hmac: hmac::Algorithm,
+    digest: &'static digest::Algorithm,
+}
+
+impl ScramMechanism {
+    /// Both mechanisms, SHA-256 first.
+    pub const ALL: [ScramMechanism; 2] = [ScramMechanism::Sha256, ScramMechanism::Sha512];
+
+    /// The SASL name (`SCRAM-SHA-256`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ScramMechanism::Sha256 => "SCRAM-SHA-256",
+            ScramMechanism::Sha512 => "SCRAM-SHA-512",
+        }
+    }
+
+    /// The mechanism with this SASL name.
+    pub fn from_name(name: &str) -> Option<ScramMechanism> {
+        ScramMechanism::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    fn algorithm(self) -> Algorithm {
+        match self {
+            ScramMechanism::Sha256 => Algorithm {
+                pbkdf2: pbkdf2::PBKDF2_HMAC_SHA256,
+                hmac: hmac::HMAC_SHA256,
+                digest: &digest::SHA256,
+            },
+            ScramMechanism::Sha512 => Algorithm {
+                pbkdf2: pbkdf2::PBKDF2_HMAC_SHA512,
+                hmac: hmac::HMAC_SHA512,
+                digest: &digest::SHA512,
+            },
+        }
+    }
+}
+
+impl fmt::Display for ScramMechanism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Algorithm {
+    fn salted_password(&self, password: &[u8], salt: &[u8], iterations: NonZeroU32) -> Vec<u8> {
+        let mut out = vec![0u8; self.digest.output_len()];
+        pbkdf2::derive(self.pbkdf2, iterations, salt, password, &mut out);
+        out
+    }
+
+    fn hmac(&self, key: &[u8], data: &[u8]) -> Vec<u8> {
+        hmac::sign(&hmac::Key::new(self.hmac, key), data)
+            .as_ref()
+            .to_vec()
+    }
+
+    fn hash(&self, data: &[u8]) -> Vec<u8> {
+        digest::digest(self.digest, data).as_ref().to_vec()
+    }
+
+    fn client_key(&self, salted: &[u8]) -> Vec<u8> {
+        self.hmac(salted, b"Client Key")
+    }
+
+    fn server_key(&self, salted: &[u8]) -> Vec<u8> {
+        self.hmac(salted, b"Server Key")
+    }
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+fn xor(a: &[u8], b: &[u8]) -> Vec<u8> {
+    a.iter().zip(b).map(|(x, y)| x ^ y).collect()
+}
+
+/// What a server stores for one user and mechanism.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ScramCredential {
+    /// The mechanism.
+    pub mechanism: ScramMechanism,
+    /// The salt.
+    pub salt: Vec<u8>,
+    /// PBKDF2 iterations.
+    pub iterations: u32,
+    /// `H(HMAC(SaltedPassword, "Client Key"))`.
+    pub stored_key: Vec<u8>,
+    /// `HMAC(SaltedPassword, "Server Key")`.
+    pub server_key: Vec<u8>,
+}
+
+impl fmt::Debug for ScramCredential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Keys stay out of logs.
+        f.debug_struct("ScramCredential")
+            .field("mechanism", &self.mechanism)
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a credential cannot be made or used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CredentialError(pub String);
+
+impl fmt::Display for CredentialError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CredentialError {}
+
+fn iterations(n: u32) -> Result<NonZeroU32, CredentialError> {
+    if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&n) {
+        return Err(CredentialError(format!(
+            "iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, not {n}"
+        )));
+    }
+    Ok(NonZeroU32::new(n).expect("checked above"))
+}
+
+impl ScramCredential {
+    /// Derives the stored entry for `password` with a fresh random 32-byte salt.
+    pub fn generate(
+        mechanism: ScramMechanism,
+        password: &str,
+        iterations: u32,
+    ) -> Result<ScramCredential, CredentialError> {
+        let mut salt = vec![0u8; 32];
+        ring::rand::SystemRandom::new()
+            .fill(&mut salt)
+            .map_err(|_| CredentialError("the system random source failed".to_owned()))?;
+        ScramCredential::derive(mechanism, password.as_bytes(), &salt, iterations)
+    }
+
+    /// Derives the stored entry for `password` with `salt`.
+    pub fn derive(
+        mechanism: ScramMechanism,
+        password: &[u8],
+        salt: &[u8],
+        n: u32,
+    ) -> Result<ScramCredential, CredentialError> {
+        let alg = mechanism.algorithm();
+        let salted = alg.salted_password(password, salt, iterations(n)?);
+        Ok(ScramCredential {
+            mechanism,
+            salt: salt.to_vec(),
+            iterations: n,
+            stored_key: alg.hash(&alg.client_key(&salted)),
+            server_key: alg.server_key(&salted),
+        })
+    }
+
+    /// Whether `password` is the one this entry was made from (PLAIN logins): derives `StoredKey`
+    /// and compares it in constant time.
+    pub fn verify_password(&self, password: &[u8]) -> bool {
+        let alg = self.mechanism.algorithm();
+        let Ok(n) = iterations(self.iterations) else {
+            return false;
+        };
+        let salted = alg.salted_password(password, &self.salt, n);
+        constant_time_eq(&alg.hash(&alg.client_key(&salted)), &self.stored_key)
+    }
+}
+
+/// A SCRAM exchange that cannot go on; the message says why (for the log, not the peer).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScramError(pub String);
+
+impl fmt::Display for ScramError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ScramError {}
+
+fn err<T>(m: impl Into<String>) -> Result<T, ScramError> {
+    Err(ScramError(m.into()))
+}
+
+/// Decodes a SCRAM `saslname` (`=2C` is `,`, `=3D` is `=`).
+pub(crate) fn decode_saslname(s: &str) -> Result<String, ScramError> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find('=') {
+        out.push_str(&rest[..at]);
+        match rest.get(at..at + 3) {
+            Some("=2C") => out.push(','),
+            Some("=3D") => out.push('='),
+            _ => return err("invalid escape in the user name"),
+        }
+        rest = &rest[at + 3..];
+    }
+    if rest.contains(',') {
+        return err("invalid character in the user name");
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Encodes a user name as a SCRAM `saslname`.
+pub(crate) fn encode_saslname(s: &str) -> String {
+    s.replace('=', "=3D").replace(',', "=2C")
+}
+
+/// Splits `a=1,b=2` into attributes, each a single letter and a value.
+fn attributes(message: &str) -> Result<Vec<(char, &str)>, ScramError> {
+    message
+        .split(',')
+        .map(|part| {
+            let mut chars = part.chars();
+            match (chars.next(), chars.next()) {
+                (Some(k), Some('=')) if k.is_ascii_alphabetic() => Ok((k, &part[2..])),
+                _ => err(format!("malformed attribute '{part}'")),
+            }
+        })
+        .collect()
+}
+
+fn printable_nonce(n: &str) -> bool {
+    !n.is_empty() && n.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b',')
+}
+
+/// The client's first message, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientFirst {
+    /// The user name (decoded).
+    pub username: String,
+    /// The authorization id, if one was sent (Kafka requires it to equal the user name).
+    pub authzid: Option<String>,
+    /// The client's nonce.
+    pub nonce: String,
+    /// The GS2 header (`n,,` or `n,a=...,`), which the final message echoes in base64.
+    gs2_header: String,
+    /// The message after the GS2 header.
+    bare: String,
+}
+
+impl ClientFirst {
+    /// Parses `n,[a=authzid],n=user,r=nonce[,extensions]`. Channel binding (`p=`) is refused, as
+    /// Kafka does.
+    pub fn parse(message: &[u8]) -> Result<ClientFirst, ScramError> {
+        let text = std::str::from_utf8(message).map_err(|_| ScramError("not UTF-8".to_owned()))?;
+        let mut parts = text.splitn(3, ',');
+        let (Some(cbind), Some(authz), Some(bare)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return err("the client-first message is incomplete");
+        };
+        if cbind != "n" && cbind != "y" {
+            return err("channel binding is not supported");
+        }
+        let authzid = match authz {
+            "" => None,
+            a => Some(decode_saslname(a.strip_prefix("a=").ok_or_else(|| {
+                ScramError("malformed authorization id".to_owned())
+            })?)?),
+        };
+        let attrs = attributes(bare)?;
+        let (Some(('n', user)), Some(('r', nonce))) = (attrs.first(), attrs.get(1)) else {
+            return err("the client-first message must start with n= and r=");
+        };
+        if !printable_nonce(nonce) {
+            return err("invalid client nonce");
+        }
+        let username = decode_saslname(user)?;
+        if username.is_empty() {
+            return err("empty user name");
+        }
+        Ok(ClientFirst {
+            username,
+            authzid,
+            nonce: (*nonce).to_owned(),
+            gs2_header: format!("{cbind},{authz},"),
+            bare: bare.to_owned(),
+        })
+    }
+}
+
+/// A server-side SCRAM exchange after the client's first message: holds what the final message is
+/// checked against.
+#[derive(Clone)]
+pub struct ScramServer {
+    credential: ScramCredential,
+    client_first: ClientFirst,
+    server_first: String,
+    nonce: String,
+}
+
+impl fmt::Debug for ScramServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScramServer")
+            .field("user", &self.client_first.username)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScramServer {
+    /// Starts an exchange for `client_first` against `credential`, returning the state and the
+    /// server-first message (`r=<client nonce><server nonce>,s=<salt>,i=<iterations>`).
+    pub fn start(
+        client_first: ClientFirst,
+        credential: ScramCredential,
+    ) -> Result<(ScramServer, Vec<u8>), ScramError> {
+        let mut random = [0u8; 18];
+        ring::rand::SystemRandom::new()
+            .fill(&mut random)
+            .map_err(|_| ScramError("the system random source failed".to_owned()))?;
+        // Base64 of random bytes is printable and has no comma.
+        let nonce = format!("{}{}", client_first.nonce, B64.encode(random));
+        let server_first = format!(
+            "r={nonce},s={},i={}",
+            B64.encode(&credential.salt),
+            credential.iterations
+        );
+        let out = server_first.clone().into_bytes();
+        Ok((
+            ScramServer {
+                credential,
+                client_first,
+                server_first,
+                nonce,
+            },
+            out,
+        ))
+    }
+
+    /// The mechanism.
+    pub fn mechanism(&self) -> ScramMechanism {
+        self.credential.mechanism
+    }
+
+    /// The user this exchange authenticates.
+    pub fn username(&self) -> &str {
+        &self.client_first.username
+    }
+
+    /// Checks the client's final message (`c=...,r=...,p=...`); on success returns the
+    /// server-final message (`v=<signature>`).
+    pub fn finish(&self, client_final: &[u8]) -> Result<Vec<u8>, ScramError> {
+        let text =
+            std::str::from_utf8(client_final).map_err(|_| ScramError("not UTF-8".to_owned()))?;
+        let Some(at) = text.rfind(",p=") else {
+            return err("the client-final message has no proof");
+        };
+        let without_proof = &text[..at];
+        let proof = B64
+            .decode(&text[at + 3..])
+            .map_err(|_| ScramError("the proof is not base64".to_owned()))?;
+        let attrs = attributes(without_proof)?;
+        let (Some(('c', cbind)), Some(('r', nonce))) = (attrs.first(), attrs.get(1)) else {
+            return err("the client-final message must start with c= and r=");
+        };
+        if B64.decode(cbind).ok().as_deref() != Some(self.client_first.gs2_header.as_bytes()) {
+            return err("the channel binding does not match the client-first message");
+        }
+        if !constant_time_eq(nonce.as_bytes(), self.nonce.as_bytes()) {
+            return err("the nonce does not match the server's");
+        }
+        let auth_message = format!(
+            "{},{},{}",
+            self.client_first.bare, self.server_first, without_proof
+        );
+        let alg = self.credential.mechanism.algorithm();
+        let signature = alg.hmac(&self.credential.stored_key, auth_message.as_bytes());
+        if proof.len() != signature.len() {
+            return err("the proof has the wrong length");
+        }
+        let client_key = xor(&proof, &signature);
+        if !constant_time_eq(&alg.hash(&client_key), &self.credential.stored_key) {
+            return err("invalid credentials");
+        }
+        let server_signature = alg.hmac(&self.credential.server_key, auth_message.as_bytes());
+        Ok(format!("v={}", B64.encode(server_signature)).into_bytes())
+    }
+}
+
+/// The client side of a SCRAM exchange, for the admin client and tests.
+#[derive(Clone)]
+pub struct ScramClient {
+    mechanism: ScramMechanism,
+    password: Vec<u8>,
+    nonce: String,
+    client_first_bare: String,
+    server_signature: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for ScramClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScramClient")
+            .field("mechanism", &self.mechanism)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScramClient {
+    /// A client for `username` and `password` with a fresh random nonce.
+    pub fn new(
+        mechanism: ScramMechanism,
+        username: &str,
+        password: &str,
+    ) -> Result<ScramClient, ScramError> {
+        let mut random = [0u8; 18];
+        ring::rand::SystemRandom::new()
+            .fill(&mut random)
+            .map_err(|_| ScramError("the system random source failed".to_owned()))?;
+        Ok(ScramClient::with_nonce(
+            mechanism,
+            username,
+            password,
+            &B64.encode(random),
+        ))
+    }
+
+    /// A client with a given nonce (for test vectors).
+    pub fn with_nonce(
+        mechanism: ScramMechanism,
+        username: &str,
+        password: &str,
+        nonce: &str,
+    ) -> ScramClient {
+        ScramClient {
+            mechanism,
+            password: password.as_bytes().to_vec(),
+            nonce: nonce.to_owned(),
+            client_first_bare: format!("n={},r={nonce}", encode_saslname(username)),
+            server_signature: None,
+        }
+    }
+
+    /// The client-first message.
+    pub fn client_first(&self) -> Vec<u8> {
+        format!("n,,{}", self.client_first_bare).into_bytes()
+    }
+
+    /// Answers the server-first message with the client-final message.
+    pub fn client_final(&mut self, server_first: &[u8]) -> Result<Vec<u8>, ScramError> {
+        self.client_final_with(server_first, self.mechanism.algorithm())
+    }
+
+    fn client_final_with(
+        &mut self,
+        server_first: &[u8],
+        alg: Algorithm,
+    ) -> Result<Vec<u8>, ScramError> {
+        let text =
+            std::str::from_utf8(server_first).map_err(|_| ScramError("not UTF-8".to_owned()))?;
+        let attrs = attributes(text)?;
+        let (Some(('r', nonce)), Some(('s', salt)), Some(('i', n))) =
+            (attrs.first(), attrs.get(1), attrs.get(2))
+        else {
+            return err("malformed server-first message");
+        };
+        if !nonce.starts_with(&self.nonce) || nonce.len() == self.nonce.len() {
+            return err("the server nonce does not extend the client's");
+        }
+        let salt = B64
+            .decode(salt)
+            .map_err(|_| ScramError("the salt is not base64".to_owned()))?;
+        let n: u32 = n
+            .parse()
+            .map_err(|_| ScramError("bad iteration count".to_owned()))?;
+        // A client accepts what the server stores, within PBKDF2's limits.
+        let n = NonZeroU32::new(n)
+            .filter(|n| n.get() <= 1_000_000)
+            .ok_or_else(|| ScramError(format!("unacceptable iteration count {n}")))?;
+        let salted = alg.salted_password(&self.password, &salt, n);
+        let client_key = alg.client_key(&salted);
+        let stored_key = alg.hash(&client_key);
+        let without_proof = format!("c=biws,r={nonce}");
+        let auth_message = format!("{},{text},{without_proof}", self.client_first_bare);
+        let proof = xor(&client_key, &alg.hmac(&stored_key, auth_message.as_bytes()));
+        self.server_signature = Some(alg.hmac(&alg.server_key(&salted), auth_message.as_bytes()));
+        Ok(format!("{without_proof},p={}", B64.encode(proof)).into_bytes())
+    }
+
+    /// Checks the server-final message: the server proves it knows the credential.
+    pub fn verify_server_final(&self, server_final: &[u8]) -> Result<(), ScramError> {
+        let text =
+            std::str::from_utf8(server_final).map_err(|_| ScramError("not UTF-8".to_owned()))?;
+        if let Some(e) = text.strip_prefix("e=") {
+            return err(format!("the server refused: {e}"));
+        }
+        let Some(v) = text.strip_prefix("v=") else {
+            return err("malformed server-final message");
+        };
+        let v = B64
+            .decode(v.split(',').next().unwrap_or(""))
+            .map_err(|_| ScramError("the server signature is not base64".to_owned()))?;
+        match &self.server_signature {
+            Some(expected) if constant_time_eq(expected, &v) => Ok(()),
+            _ => err("the server signature does not verify"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHA1: Algorithm = Algorithm {
+        pbkdf2: pbkdf2::PBKDF2_HMAC_SHA1,
+        hmac: hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
+        digest: &digest::SHA1_FOR_LEGACY_USE_ONLY,
+    };
+
+    /// RFC 5802 section 5 (SCRAM-SHA-1): the client's messages and the server's signature.
+    #[test]
+    fn rfc5802_sha1_vector() {
+        let mut c = ScramClient::with_nonce(
+            ScramMechanism::Sha256,
+            "user",
+            "pencil",
+            "fyko+d2lbbFgONRv9qkxdawL",
+        );
+        assert_eq!(c.client_first(), b"n,,n=user,r=fyko+d2lbbFgONRv9qkxdawL");
+        let server_first =
+            b"r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096";
+        let fin = c.client_final_with(server_first, SHA1).unwrap();
+        assert_eq!(
+            String::from_utf8(fin).unwrap(),
+            "c=biws,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,p=v0X8v3Bz2T0CJGbJQyF0X+HI4Ts="
+        );
+        c.verify_server_final(b"v=rmF9pqV8S7suAoZWja4dJRkFsKQ=")
+            .unwrap();
+        assert!(c
+            .verify_server_final(b"v=AAAApqV8S7suAoZWja4dJRkFsKQ=")
+            .is_err());
+    }
+
+    const RFC7677_FIRST: &[u8] =
+        b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
+    const RFC7677_FINAL: &str = "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=";
+
+    /// RFC 7677 section 3 (SCRAM-SHA-256), client side.
+    #[test]
+    fn rfc7677_sha256_client() {
+        let mut c = ScramClient::with_nonce(
+            ScramMechanism::Sha256,
+            "user",
+            "pencil",
+            "rOprNGfwEbeRWgbNEkqO",
+        );
+        let fin = c.client_final(RFC7677_FIRST).unwrap();
+        assert_eq!(String::from_utf8(fin).unwrap(), RFC7677_FINAL);
+        c.verify_server_final(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+            .unwrap();
+    }
+
+    /// RFC 7677 section 3, server side: a credential derived from the password verifies the
+    /// client's proof and signs with the RFC's signature.
+    #[test]
+    fn rfc7677_sha256_server() {
+        let salt = B64.decode("W22ZaJ0SNY7soEsUEjb6gQ==").unwrap();
+        let cred = ScramCredential::derive(ScramMechanism::Sha256, b"pencil", &salt, 4096).unwrap();
+        let first = ClientFirst::parse(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO").unwrap();
+        let server = ScramServer {
+            credential: cred.clone(),
+            client_first: first,
+            server_first: String::from_utf8(RFC7677_FIRST.to_vec()).unwrap(),
+            nonce: "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0".to_owned(),
+        };
+        let v = server.finish(RFC7677_FINAL.as_bytes()).unwrap();
+        assert_eq!(v, b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=");
+        // A flipped proof bit fails.
+        let bad = RFC7677_FINAL.replace("p=dHz", "p=eHz");
+        assert!(server.finish(bad.as_bytes()).is_err());
+        assert!(cred.verify_password(b"pencil"));
+        assert!(!cred.verify_password(b"pencil "));
+    }
+
+    #[test]
+    fn sha512_round_trip_and_replay() {
+        let cred = ScramCredential::generate(ScramMechanism::Sha512, "s3cret", 4096).unwrap();
+        let mut client = ScramClient::new(ScramMechanism::Sha512, "al,ice=", "s3cret").unwrap();
+        let first = ClientFirst::parse(&client.client_first()).unwrap();
+        assert_eq!(first.username, "al,ice=");
+        let (server, server_first) = ScramServer::start(first.clone(), cred.clone()).unwrap();
+        let fin = client.client_final(&server_first).unwrap();
+        let server_final = server.finish(&fin).unwrap();
+        client.verify_server_final(&server_final).unwrap();
+        // The same final message against a new exchange (a new server nonce) is refused.
+        let (again, _) = ScramServer::start(first, cred.clone()).unwrap();
+        assert_eq!(
+            again.finish(&fin).unwrap_err().0,
+            "the nonce does not match the server's"
+        );
+        // A wrong password is refused.
+        let mut wrong = ScramClient::new(ScramMechanism::Sha512, "al,ice=", "guess").unwrap();
+        let (server, sf) =
+            ScramServer::start(ClientFirst::parse(&wrong.client_first()).unwrap(), cred).unwrap();
+        let fin = wrong.client_final(&sf).unwrap();
+        assert_eq!(server.finish(&fin).unwrap_err().0, "invalid credentials");
+    }
+
+    #[test]
+    fn malformed_client_messages() {
+        for bad in [
+            &b""[..],
+            b"n,,",
+            b"n,,n=user",
+            b"p=tls-unique,,n=user,r=abc",
+            b"n,,r=abc,n=user",
+            b"n,,n=us=41r,r=abc",
+            b"n,,n=,r=abc",
+            b"\xff\xfe",
+        ] {
+            assert!(ClientFirst::parse(bad).is_err(), "{bad:?}");
+        }
+        let first = ClientFirst::parse(b"n,a=bob,n=alice,r=abc").unwrap();
+        assert_eq!(first.authzid.as_deref(), Some("bob"));
+        let cred = ScramCredential::generate(ScramMechanism::Sha256, "pw", 4096).unwrap();
+        let (server, _) = ScramServer::start(first, cred).unwrap();
+        for bad in [
+            &b""[..],
+            b"c=biws",
+            b"c=biws,r=abc,p=!!",
+            b"r=abc,c=biws,p=AAAA",
+        ] {
+            assert!(server.finish(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn iteration_bounds() {
+        assert!(ScramCredential::derive(ScramMechanism::Sha256, b"p", b"s", 4095).is_err());
+        assert!(ScramCredential::derive(ScramMechanism::Sha256, b"p", b"s", 16385).is_err());
+    }
+}

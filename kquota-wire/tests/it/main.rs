@@ -1,0 +1,3 @@
+//! The wire handler's integration tests, one file per area.
+
+mod wire;

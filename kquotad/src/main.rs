@@ -1,0 +1,352 @@
+//! `kquotad`: the reference quota server. Serves Kafka's quota admin APIs on PLAINTEXT, SSL,
+//! SASL_PLAINTEXT and SASL_SSL listeners from an engine backed by a durable embedded store.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use kquota_wire::{Credentials, ScramCredential, ScramMechanism};
+use kquotad::{parse_properties, Server, ServerConfig, StartError, KNOWN_PROPERTIES};
+use tracing::{error, info, warn};
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Serve Kafka's client-quota admin APIs (DescribeClientQuotas, AlterClientQuotas, and the seeds'
+/// draft AlterQuotas) from a durable local store.
+///
+/// Settings come from an optional properties file in Kafka's style, then from flags, which win.
+/// Every alteration is on disk (fsync) before it is acknowledged; on start the store is loaded
+/// through the same validation as an alteration.
+///
+/// Examples:
+///
+///   kquotad --data-dir ./quotas
+///
+///   kquotad --config server.properties --listeners PLAINTEXT://127.0.0.1:19092
+///
+///   kquotad scram-credential --user alice --file users.json < password.txt
+///
+/// A properties file:
+///
+///   listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093
+///   super.users=User:admin
+///   sasl.enabled.mechanisms=SCRAM-SHA-512
+///   sasl.credentials.file=/etc/kquota/users.json
+///   ssl.keystore.type=PEM
+///   ssl.keystore.location=/etc/kquota/server.pem
+///   kquota.data.dir=/var/lib/kquota
+///   kquota.sub.quota.policy=kip55
+///   kquota.broker.count=3
+///   kquota.producer.capacity.bytes.per.sec=104857600
+///   socket.request.max.bytes=104857600
+///   max.connections=1024
+///   max.connections.per.ip=100
+///   connections.max.idle.ms=600000
+///
+/// On SIGINT or SIGTERM it stops accepting, finishes and answers the requests it is handling
+/// (alterations are already on disk by then) and exits; a client that has not taken its answer
+/// 5 s after that, or that is still sending a request, is closed without one.
+///
+/// Only super.users may alter quotas; describing needs an authenticated principal unless
+/// kquota.describe.allow.anonymous=true. docs/security.md has every security setting.
+///
+/// Logs go to stderr; set RUST_LOG (for example RUST_LOG=debug) to change the level.
+#[derive(Debug, Parser)]
+#[command(
+    name = "kquotad",
+    version,
+    verbatim_doc_comment,
+    args_conflicts_with_subcommands = true
+)]
+struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// A properties file (key=value lines, # comments).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Where to listen: NAME://host:port[,...] [default: PLAINTEXT://127.0.0.1:9092]
+    #[arg(long, value_name = "LISTENERS")]
+    listeners: Option<String>,
+    /// Listener names to protocols: NAME:PROTOCOL[,...]
+    #[arg(long, value_name = "MAP")]
+    listener_security_protocol_map: Option<String>,
+    /// What clients are told to connect to: NAME://host:port[,...] [default: each listener]
+    #[arg(long, value_name = "LISTENERS")]
+    advertised_listeners: Option<String>,
+    /// Principals that may alter quotas: User:alice;User:bob [default: none]
+    #[arg(long, value_name = "PRINCIPALS")]
+    super_users: Option<String>,
+    /// SCRAM credentials of SASL users (JSON; see `kquotad scram-credential`)
+    #[arg(long, value_name = "FILE")]
+    sasl_credentials_file: Option<String>,
+    /// SASL mechanisms offered [default: SCRAM-SHA-256,SCRAM-SHA-512]
+    #[arg(long, value_name = "MECHANISMS")]
+    sasl_enabled_mechanisms: Option<String>,
+    /// Any property, as in the properties file (repeatable); wins over the file
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+    /// Directory of the quota store [default: ./kquota-data]
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<String>,
+    /// How client sub-quotas relate to a user's total: kip55 or kafka [default: kip55]
+    #[arg(long, value_name = "POLICY")]
+    sub_quota_policy: Option<String>,
+    /// Live brokers that `bps` quotas are divided by [default: 1]
+    #[arg(long, value_name = "N")]
+    broker_count: Option<String>,
+    /// This broker's produce capacity for `shares` quotas, bytes/s
+    #[arg(long, value_name = "BYTES")]
+    producer_capacity: Option<String>,
+    /// This broker's fetch capacity for `shares` quotas, bytes/s
+    #[arg(long, value_name = "BYTES")]
+    consumer_capacity: Option<String>,
+    /// Largest request frame in bytes [default: 104857600]
+    #[arg(long, value_name = "BYTES")]
+    max_request_bytes: Option<String>,
+    /// Most connections open at once [default: 1024]
+    #[arg(long, value_name = "N")]
+    max_connections: Option<String>,
+    /// Close connections idle this long, in milliseconds [default: 600000]
+    #[arg(long, value_name = "MS")]
+    idle_timeout_ms: Option<String>,
+    /// This node's id [default: 1]
+    #[arg(long, value_name = "ID")]
+    node_id: Option<String>,
+    /// Serve the draft AlterQuotas on apiKey 50: true or false [default: true]. Kafka's own
+    /// kafka-configs --describe --entity-type users asks apiKey 50 for SCRAM credentials; with false it
+    /// gets a clean "unsupported" instead of a timeout.
+    #[arg(long, value_name = "BOOL")]
+    draft_alter_quotas: Option<String>,
+}
+
+/// Operator tools.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Make a SASL credentials entry from a password read on stdin (first line). The file stores
+    /// only SCRAM salted hashes. Prints the credentials JSON, or adds the user to --file.
+    ///
+    ///   printf '%s\n' "$PASSWORD" | kquotad scram-credential --user alice --file users.json
+    #[command(verbatim_doc_comment)]
+    ScramCredential {
+        /// The user name.
+        #[arg(long)]
+        user: String,
+        /// SCRAM-SHA-256, SCRAM-SHA-512 or both [default: both]
+        #[arg(long, value_name = "MECHANISM")]
+        mechanism: Option<String>,
+        /// PBKDF2 iterations, 4096-16384
+        #[arg(long, default_value_t = 4096)]
+        iterations: u32,
+        /// A credentials file to add the user to (created if missing; other users are kept)
+        #[arg(long, value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+}
+
+/// `kquotad scram-credential`.
+fn scram_credential(
+    user: &str,
+    mechanism: Option<&str>,
+    iterations: u32,
+    file: Option<&std::path::Path>,
+) -> Result<(), String> {
+    if user.is_empty() {
+        return Err("--user must not be empty".to_owned());
+    }
+    let mechanisms = match mechanism {
+        None => ScramMechanism::ALL.to_vec(),
+        Some(m) => vec![ScramMechanism::from_name(m)
+            .ok_or_else(|| format!("--mechanism {m}: expected SCRAM-SHA-256 or SCRAM-SHA-512"))?],
+    };
+    let mut password = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut password)
+        .map_err(|e| format!("cannot read the password from stdin: {e}"))?;
+    let password = password.trim_end_matches(['\n', '\r']);
+    if password.is_empty() {
+        return Err("no password on stdin (write it as the first line)".to_owned());
+    }
+    let mut credentials = match file {
+        Some(path) if path.exists() => Credentials::load(path).map_err(|e| e.to_string())?,
+        _ => Credentials::new(),
+    };
+    for m in mechanisms {
+        let c = ScramCredential::generate(m, password, iterations).map_err(|e| e.to_string())?;
+        credentials.insert(user, c);
+    }
+    match file {
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(credentials.to_json().as_bytes())
+                .and_then(|()| out.flush())
+                .map_err(|e| format!("cannot write the credentials to stdout: {e}"))?;
+        }
+        Some(path) => {
+            // Write a sibling and rename, so a crash never leaves a half-written file.
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, credentials.to_json())
+                .and_then(|_| std::fs::rename(&tmp, path))
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            eprintln!("kquotad: {} users in {}", credentials.len(), path.display());
+        }
+    }
+    Ok(())
+}
+
+fn settings(args: &Args) -> Result<ServerConfig, String> {
+    let mut config = ServerConfig::default();
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let props = parse_properties(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        for p in &props {
+            let at = format!("{}: line {}", path.display(), p.line);
+            if KNOWN_PROPERTIES.contains(&p.key.as_str()) {
+                config
+                    .set(&p.key, &p.value)
+                    .map_err(|e| format!("{at}: {e}"))?;
+            } else {
+                warn!("{at}: ignoring unknown setting '{}'", p.key);
+            }
+        }
+    }
+    let flags = [
+        ("listeners", &args.listeners),
+        (
+            "listener.security.protocol.map",
+            &args.listener_security_protocol_map,
+        ),
+        ("advertised.listeners", &args.advertised_listeners),
+        ("super.users", &args.super_users),
+        ("sasl.credentials.file", &args.sasl_credentials_file),
+        ("sasl.enabled.mechanisms", &args.sasl_enabled_mechanisms),
+        ("kquota.data.dir", &args.data_dir),
+        ("kquota.sub.quota.policy", &args.sub_quota_policy),
+        ("kquota.broker.count", &args.broker_count),
+        (
+            "kquota.producer.capacity.bytes.per.sec",
+            &args.producer_capacity,
+        ),
+        (
+            "kquota.consumer.capacity.bytes.per.sec",
+            &args.consumer_capacity,
+        ),
+        ("socket.request.max.bytes", &args.max_request_bytes),
+        ("max.connections", &args.max_connections),
+        ("connections.max.idle.ms", &args.idle_timeout_ms),
+        ("node.id", &args.node_id),
+        ("kquota.draft.alter.quotas.enable", &args.draft_alter_quotas),
+    ];
+    for item in &args.overrides {
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--override {item}: expected KEY=VALUE"))?;
+        config
+            .set(key.trim(), value.trim())
+            .map_err(|e| format!("--override: {e}"))?;
+    }
+    for (key, value) in flags {
+        if let Some(value) = value {
+            config.set(key, value).map_err(|e| e.to_string())?;
+        }
+    }
+    config.listener_configs().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("install the SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => info!("SIGINT received"),
+        _ = term.recv() => info!("SIGTERM received"),
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) => return kquota_cli::clap_failure(e),
+    };
+    if let Some(Command::ScramCredential {
+        user,
+        mechanism,
+        iterations,
+        file,
+    }) = &args.command
+    {
+        return match scram_credential(user, mechanism.as_deref(), *iterations, file.as_deref()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kquotad scram-credential: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let config = match settings(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kquotad: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kquotad: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let started = std::time::Instant::now();
+        let server = match Server::bind(config.clone()).await {
+            Ok(s) => s,
+            Err(e) => {
+                error!("{e}");
+                eprintln!("kquotad: {e}");
+                // A setting that cannot work (a missing keystore, an unreadable credentials
+                // file) is the operator's to fix, like a bad flag.
+                return match e {
+                    StartError::Config(_) => ExitCode::from(2),
+                    _ => ExitCode::FAILURE,
+                };
+            }
+        };
+        let listeners: Vec<String> = server
+            .listeners()
+            .iter()
+            .map(|l| format!("{}://{}", l.name, l.addr))
+            .collect();
+        info!(
+            listeners = %listeners.join(","),
+            data_dir = %config.data_dir.display(),
+            policy = ?config.policy,
+            entities = server.loaded(),
+            startup_ms = started.elapsed().as_millis() as u64,
+            "kquotad listening"
+        );
+        // Tests and scripts read these lines to learn the ports: the first listener's address,
+        // then one line per listener. Serving does not depend on them, so a closed stdout is not a
+        // reason to stop.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on {}", server.local_addr());
+        for l in &listeners {
+            let _ = writeln!(out, "listener {l}");
+        }
+        let _ = out.flush();
+        drop(out);
+        server.serve(shutdown_signal()).await;
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,5 @@
+//! kquotad's integration tests, one file per area: the server run as a process.
+
+mod security;
+mod server;
+mod store_recovery;
