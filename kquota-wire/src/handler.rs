@@ -324,14 +324,14 @@ impl Handler {
     fn may_describe(&self, session: &Session) -> bool {
         self.authorizer
             .as_ref()
-            .map_or(true, |a| a.may_describe(session.principal()))
+            .is_none_or(|a| a.may_describe(session.principal()))
     }
 
     /// Whether `session` may alter quotas.
     fn may_alter(&self, session: &Session) -> bool {
         self.authorizer
             .as_ref()
-            .map_or(true, |a| a.may_alter(session.principal()))
+            .is_none_or(|a| a.may_alter(session.principal()))
     }
 
     fn dispatch(&self, session: &mut Session, frame: &[u8]) -> Result<Outcome, CloseReason> {

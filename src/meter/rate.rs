@@ -383,13 +383,13 @@ mod tests {
                 1..=5 => 1_000 + state % 3_000,
                 _ => state % 40,
             };
-            let value = if state % 7 == 0 {
+            let value = if state.is_multiple_of(7) {
                 0.25
             } else {
                 (state % 5_000) as f64
             };
             rate.record(KAFKA, value, now);
-            if state % 3 == 0 {
+            if state.is_multiple_of(3) {
                 continue;
             }
             let mut copy = rate.samples[..rate.used].to_vec();

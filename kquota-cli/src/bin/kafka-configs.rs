@@ -282,7 +282,7 @@ fn entity_spec(types: &[String], names: &[String], alter: bool) -> Result<Spec, 
 /// end, which keeps separators inside `[...]` in the value.
 fn splits_before(rest: &str) -> bool {
     rest.find(['[', ']'])
-        .map_or(true, |at| rest.as_bytes()[at] == b'[')
+        .is_none_or(|at| rest.as_bytes()[at] == b'[')
 }
 
 /// Splits `text` at every `sep` outside square brackets.

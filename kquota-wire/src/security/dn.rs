@@ -166,7 +166,7 @@ fn string_value(value: &Tlv<'_>) -> Option<String> {
                 .unwrap_or_else(|_| value.content.iter().map(|&b| b as char).collect()),
         ),
         // BMPString
-        0x1e if value.content.len() % 2 == 0 => char::decode_utf16(
+        0x1e if value.content.len().is_multiple_of(2) => char::decode_utf16(
             value
                 .content
                 .chunks(2)

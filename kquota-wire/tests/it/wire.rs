@@ -1409,7 +1409,7 @@ fn huge_counts_close_without_allocating() {
         // 49 v1: a compact string longer than Kafka allows (0x8000 bytes), all present.
         {
             let mut body = vec![2, 2, 0x81, 0x80, 0x02];
-            body.extend(std::iter::repeat(b'a').take(0x8000));
+            body.extend(std::iter::repeat_n(b'a', 0x8000));
             body.extend_from_slice(&[0, 0, 1, 0, 0]);
             raw(49, 1, true, &body)
         },
