@@ -1,10 +1,12 @@
 //! The admin client's settings, read from a Kafka admin-client properties file (`--command-config`).
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::jaas::{parse_jaas, PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE};
+use crate::jaas::{parse_jaas, JaasError, PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE};
 use kquota_wire::tls::{self, KeyPair};
 use kquota_wire::{SaslMechanism, SecurityProtocol};
 
@@ -79,26 +81,164 @@ impl Default for ClientConfig {
     }
 }
 
-/// A properties file that cannot be used.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError(pub String);
+/// Admin-client settings that cannot be used: which key, what value and why. The message (its
+/// `Display`) is one line; no variant quotes a password.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The `--command-config` file cannot be read.
+    #[non_exhaustive]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        source: std::io::Error,
+    },
+    /// The `--command-config` file has an error.
+    #[non_exhaustive]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// The error in it.
+        error: Box<ConfigError>,
+    },
+    /// The text is not Java properties (a malformed `\uXXXX` escape); the message names the line.
+    #[non_exhaustive]
+    Syntax {
+        /// The parser's message.
+        message: String,
+    },
+    /// A key has a value this client does not accept.
+    #[non_exhaustive]
+    InvalidValue {
+        /// The key.
+        key: String,
+        /// Its value, trimmed.
+        value: String,
+        /// What is wrong with it, and what to write instead.
+        reason: String,
+    },
+    /// `request.timeout.ms` is not a positive whole number.
+    #[non_exhaustive]
+    InvalidTimeout {
+        /// Its value, trimmed.
+        value: String,
+    },
+    /// The security protocol needs a key that is not set.
+    #[non_exhaustive]
+    Missing {
+        /// `security.protocol`.
+        protocol: SecurityProtocol,
+        /// The key it needs.
+        key: &'static str,
+        /// What the key takes, or an example, as the message continues after the key.
+        hint: String,
+    },
+    /// A key is set to something this client cannot use (its value, a password, is not quoted).
+    #[non_exhaustive]
+    Unsupported {
+        /// The key.
+        key: &'static str,
+        /// Why, and what to do instead.
+        reason: &'static str,
+    },
+    /// `sasl.jaas.config` cannot be parsed.
+    Jaas(JaasError),
+    /// `sasl.jaas.config` names another login module than `sasl.mechanism` needs.
+    #[non_exhaustive]
+    WrongLoginModule {
+        /// `sasl.mechanism`.
+        mechanism: SaslMechanism,
+        /// The login module it needs.
+        expected: &'static str,
+        /// The login module configured.
+        found: String,
+    },
+    /// `sasl.jaas.config` lacks an option (or has it empty).
+    #[non_exhaustive]
+    MissingJaasOption {
+        /// `username` or `password`.
+        option: &'static str,
+    },
+    /// Only one of a client certificate chain and its private key is given.
+    IncompleteKeystore,
+    /// A certificate or key (`ssl.truststore.*`, `ssl.keystore.*`) cannot be used; the message
+    /// names the key.
+    #[non_exhaustive]
+    Tls {
+        /// The TLS layer's message.
+        message: String,
+    },
+}
 
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Read { path, source } => {
+                write!(f, "cannot read --command-config {}: {source}", path.display())
+            }
+            ConfigError::InFile { path, error } => {
+                write!(f, "--command-config {}: {error}", path.display())
+            }
+            ConfigError::Syntax { message } | ConfigError::Tls { message } => f.write_str(message),
+            ConfigError::InvalidValue { key, value, reason } => {
+                write!(f, "{key}={value}: {reason}")
+            }
+            ConfigError::InvalidTimeout { value } => write!(
+                f,
+                "request.timeout.ms={value} is not a positive whole number of milliseconds; write e.g. request.timeout.ms=30000"
+            ),
+            ConfigError::Missing {
+                protocol,
+                key,
+                hint,
+            } => write!(f, "security.protocol={protocol} needs {key}{hint}"),
+            ConfigError::Unsupported { key, reason } => write!(f, "{key}: {reason}"),
+            ConfigError::Jaas(e) => write!(f, "sasl.jaas.config: {e}"),
+            ConfigError::WrongLoginModule {
+                mechanism,
+                expected,
+                found,
+            } => write!(
+                f,
+                "sasl.jaas.config: sasl.mechanism={mechanism} needs the login module {expected}, not {found}"
+            ),
+            ConfigError::MissingJaasOption { option } => {
+                write!(f, "sasl.jaas.config: missing {option}=\"...\"")
+            }
+            ConfigError::IncompleteKeystore => {
+                f.write_str("ssl.keystore.certificate.chain and ssl.keystore.key go together")
+            }
+        }
     }
 }
 
+// No `source`: every message already includes its cause's, which a reporter walking the chain
+// would print twice.
 impl std::error::Error for ConfigError {}
+
+/// An invalid value of `key`.
+fn invalid(key: &str, value: &str, reason: impl fmt::Display) -> ConfigError {
+    ConfigError::InvalidValue {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        reason: reason.to_string(),
+    }
+}
 
 impl ClientConfig {
     /// Reads a `--command-config` file. Returns the settings and one warning per key that is not
-    /// understood (each naming the file), or a one-line error naming the file.
-    pub fn from_file(path: &std::path::Path) -> Result<(ClientConfig, Vec<String>), String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read --command-config {}: {e}", path.display()))?;
-        let (config, warnings) = ClientConfig::from_properties(&text)
-            .map_err(|e| format!("--command-config {}: {e}", path.display()))?;
+    /// understood (each naming the file), or an error naming the file.
+    pub fn from_file(path: &Path) -> Result<(ClientConfig, Vec<String>), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let (config, warnings) =
+            ClientConfig::from_properties(&text).map_err(|e| ConfigError::InFile {
+                path: path.to_owned(),
+                error: Box::new(e),
+            })?;
         let warnings = warnings
             .into_iter()
             .map(|w| format!("--command-config {}: {w}", path.display()))
@@ -116,15 +256,16 @@ impl ClientConfig {
         let mut warnings = Vec::new();
         // Security keys depend on each other; they are read first and checked together below.
         let mut security: BTreeMap<String, String> = BTreeMap::new();
-        let properties =
-            kquota_wire::properties::parse(text).map_err(|e| ConfigError(e.to_string()))?;
+        let properties = kquota_wire::properties::parse(text).map_err(|e| ConfigError::Syntax {
+            message: e.to_string(),
+        })?;
         for property in properties {
             let (key, value) = (property.key, property.value.trim().to_owned());
             match key.as_str() {
                 "security.protocol" => {
                     config.security_protocol = value
-                        .parse()
-                        .map_err(|e: String| ConfigError(format!("security.protocol={value}: {e}")))?;
+                        .parse::<SecurityProtocol>()
+                        .map_err(|e| invalid("security.protocol", &value, e))?;
                 }
                 k if k.starts_with("sasl.") || k.starts_with("ssl.") => {
                     if KNOWN_KEYS.contains(&k) {
@@ -139,11 +280,7 @@ impl ClientConfig {
                 "client.id" => config.client_id = value,
                 "request.timeout.ms" => match value.parse::<u64>() {
                     Ok(ms) if ms > 0 => config.request_timeout = Duration::from_millis(ms),
-                    _ => {
-                        return Err(ConfigError(format!(
-                            "request.timeout.ms={value} is not a positive whole number of milliseconds; write e.g. request.timeout.ms=30000"
-                        )))
-                    }
+                    _ => return Err(ConfigError::InvalidTimeout { value }),
                 },
                 "bootstrap.servers" => config.bootstrap_servers = Some(value),
                 _ => warnings.push(format!(
@@ -179,37 +316,43 @@ impl ClientConfig {
         if protocol.uses_sasl() {
             let mechanism: SaslMechanism = match get("sasl.mechanism") {
                 None => {
-                    return Err(ConfigError(format!(
-                        "security.protocol={protocol} needs sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)"
-                    )))
+                    return Err(ConfigError::Missing {
+                        protocol,
+                        key: "sasl.mechanism",
+                        hint: " (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)".to_owned(),
+                    })
                 }
                 Some(m) => m
-                    .parse()
-                    .map_err(|e: String| ConfigError(format!("sasl.mechanism={m}: {e}")))?,
+                    .parse::<SaslMechanism>()
+                    .map_err(|e| invalid("sasl.mechanism", m, e))?,
             };
             let module = match mechanism {
                 SaslMechanism::Plain => PLAIN_LOGIN_MODULE,
                 SaslMechanism::Scram(_) => SCRAM_LOGIN_MODULE,
             };
             let Some(text) = get("sasl.jaas.config") else {
-                return Err(ConfigError(format!(
-                    "security.protocol={protocol} needs sasl.jaas.config, e.g. sasl.jaas.config={module} required username=\"alice\" password=\"...\";"
-                )));
+                return Err(ConfigError::Missing {
+                    protocol,
+                    key: "sasl.jaas.config",
+                    hint: format!(
+                        ", e.g. sasl.jaas.config={module} required username=\"alice\" password=\"...\";"
+                    ),
+                });
             };
-            let jaas =
-                parse_jaas(text).map_err(|e| ConfigError(format!("sasl.jaas.config: {e}")))?;
+            let jaas = parse_jaas(text).map_err(ConfigError::Jaas)?;
             if jaas.login_module != module {
-                return Err(ConfigError(format!(
-                    "sasl.jaas.config: sasl.mechanism={mechanism} needs the login module {module}, not {}",
-                    jaas.login_module
-                )));
+                return Err(ConfigError::WrongLoginModule {
+                    mechanism,
+                    expected: module,
+                    found: jaas.login_module,
+                });
             }
-            let option = |name: &str| {
+            let option = |name: &'static str| {
                 jaas.options
                     .get(name)
                     .filter(|v| !v.is_empty())
                     .cloned()
-                    .ok_or_else(|| ConfigError(format!("sasl.jaas.config: missing {name}=\"...\"")))
+                    .ok_or(ConfigError::MissingJaasOption { option: name })
             };
             self.sasl = Some(SaslLogin {
                 mechanism,
@@ -221,18 +364,21 @@ impl ClientConfig {
             for k in ["ssl.truststore.type", "ssl.keystore.type"] {
                 if let Some(t) = get(k) {
                     if !t.eq_ignore_ascii_case("PEM") {
-                        return Err(ConfigError(format!("{k}={t}: only PEM is supported")));
+                        return Err(invalid(k, t, "only PEM is supported"));
                     }
                 }
             }
             for k in ["ssl.key.password", "ssl.keystore.password"] {
                 if get(k).is_some_and(|v| !v.is_empty()) {
-                    return Err(ConfigError(format!(
-                        "{k}: encrypted PEM keys are not supported; use an unencrypted key file"
-                    )));
+                    return Err(ConfigError::Unsupported {
+                        key: k,
+                        reason: "encrypted PEM keys are not supported; use an unencrypted key file",
+                    });
                 }
             }
-            let tls_err = |e: tls::TlsError| ConfigError(e.0);
+            let tls_err = |e: tls::TlsError| ConfigError::Tls {
+                message: e.to_string(),
+            };
             let mut trust = Vec::new();
             if let Some(path) = get("ssl.truststore.location") {
                 let pem = tls::read_pem_file(path, "ssl.truststore.location").map_err(tls_err)?;
@@ -244,9 +390,12 @@ impl ClientConfig {
                 );
             }
             if trust.is_empty() {
-                return Err(ConfigError(format!(
-                    "security.protocol={protocol} needs ssl.truststore.location (a PEM file of the CA certificates to trust; the system store is not read)"
-                )));
+                return Err(ConfigError::Missing {
+                    protocol,
+                    key: "ssl.truststore.location",
+                    hint: " (a PEM file of the CA certificates to trust; the system store is not read)"
+                        .to_owned(),
+                });
             }
             let keystore_file = match get("ssl.keystore.location") {
                 Some(path) => {
@@ -264,21 +413,18 @@ impl ClientConfig {
                     key: tls::private_key(&key, "ssl.keystore").map_err(tls_err)?,
                 }),
                 (None, None) => None,
-                _ => {
-                    return Err(ConfigError(
-                        "ssl.keystore.certificate.chain and ssl.keystore.key go together"
-                            .to_owned(),
-                    ))
-                }
+                _ => return Err(ConfigError::IncompleteKeystore),
             };
             let verify_hostname = match get("ssl.endpoint.identification.algorithm") {
                 None => true,
                 Some(a) if a.eq_ignore_ascii_case("https") => true,
                 Some("") => false,
                 Some(a) => {
-                    return Err(ConfigError(format!(
-                        "ssl.endpoint.identification.algorithm={a}: expected https, or nothing to turn host name checks off"
-                    )))
+                    return Err(invalid(
+                        "ssl.endpoint.identification.algorithm",
+                        a,
+                        "expected https, or nothing to turn host name checks off",
+                    ))
                 }
             };
             let versions = tls_versions(get("ssl.protocol"))?;
@@ -317,9 +463,11 @@ fn tls_versions(
             Ok(rustls::DEFAULT_VERSIONS)
         }
         Some(v) if v.eq_ignore_ascii_case("TLSv1.2") => Ok(TLS12_ONLY),
-        Some(v) => Err(ConfigError(format!(
-            "ssl.protocol={v}: expected TLSv1.3 (the default: TLS 1.3, or 1.2 with a server without 1.3), TLS (the same) or TLSv1.2 (TLS 1.2 only); TLSv1.1 and older are not supported"
-        ))),
+        Some(v) => Err(invalid(
+            "ssl.protocol",
+            v,
+            "expected TLSv1.3 (the default: TLS 1.3, or 1.2 with a server without 1.3), TLS (the same) or TLSv1.2 (TLS 1.2 only); TLSv1.1 and older are not supported",
+        )),
     }
 }
 
@@ -365,7 +513,7 @@ mod tests {
             "client.id=a\n\nssl.truststore.location=C:\\users\\ca.pem\n",
         )
         .unwrap();
-        let e = ClientConfig::from_file(&path).unwrap_err();
+        let e = ClientConfig::from_file(&path).unwrap_err().to_string();
         std::fs::remove_file(&path).unwrap();
         assert_eq!(
             e,
@@ -391,7 +539,7 @@ mod tests {
     }
 
     fn error(text: &str) -> String {
-        ClientConfig::from_properties(text).unwrap_err().0
+        ClientConfig::from_properties(text).unwrap_err().to_string()
     }
 
     #[test]

@@ -4,10 +4,12 @@ use std::io::{ErrorKind, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::{parse_bootstrap, ClientConfig};
+use crate::client::parse_bootstrap;
+use crate::config::ClientConfig;
 
 /// Why a tool failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Failure {
     /// The command line or `--command-config` is wrong: exit status 2.
     Usage(String),
@@ -54,7 +56,8 @@ pub fn load_command_config(path: Option<&Path>) -> Result<ClientConfig, Failure>
     let Some(path) = path else {
         return Ok(ClientConfig::default());
     };
-    let (config, warnings) = ClientConfig::from_file(path).or_else(usage)?;
+    let (config, warnings) =
+        ClientConfig::from_file(path).map_err(|e| Failure::Usage(e.to_string()))?;
     for w in warnings {
         eprintln!("warning: {w}");
     }

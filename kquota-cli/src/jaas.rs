@@ -9,6 +9,7 @@
 //! `\\` escape, or bare words), and a closing `;`.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// Kafka's PLAIN login module.
 pub const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
@@ -37,20 +38,75 @@ impl std::fmt::Debug for JaasConfig {
     }
 }
 
+/// A `sasl.jaas.config` value that cannot be parsed. The messages never quote an option's value,
+/// which may be a password.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JaasError {
+    /// The text does not start with a login module's class name.
+    MissingLoginModule,
+    /// No control flag follows the login module.
+    MissingControlFlag,
+    /// The word after the login module is not `required`, `requisite`, `sufficient` or
+    /// `optional`.
+    UnknownControlFlag(String),
+    /// An option name was expected.
+    MissingOptionName,
+    /// An option name is not followed by `=`.
+    MissingEquals {
+        /// The option's name.
+        option: String,
+    },
+    /// An option has `=` but no value.
+    MissingValue {
+        /// The option's name.
+        option: String,
+    },
+    /// A quoted value has no closing `"`.
+    UnterminatedQuote,
+    /// The entry does not end with `;`.
+    MissingSemicolon,
+    /// Something follows the entry's `;`: Kafka's clients take one login module.
+    MoreThanOneModule,
+}
+
+impl fmt::Display for JaasError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JaasError::MissingLoginModule => f.write_str("expected a login module class name"),
+            JaasError::MissingControlFlag => {
+                f.write_str("expected a control flag (required) after the login module")
+            }
+            JaasError::UnknownControlFlag(flag) => write!(
+                f,
+                "'{flag}' is not a control flag (required, requisite, sufficient or optional)"
+            ),
+            JaasError::MissingOptionName => f.write_str("expected an option name"),
+            JaasError::MissingEquals { option } => {
+                write!(f, "expected '=' after option '{option}'")
+            }
+            JaasError::MissingValue { option } => {
+                write!(f, "expected a value for option '{option}'")
+            }
+            JaasError::UnterminatedQuote => f.write_str("unterminated quoted value"),
+            JaasError::MissingSemicolon => f.write_str("missing ';' at the end"),
+            JaasError::MoreThanOneModule => f.write_str("only one login module may be configured"),
+        }
+    }
+}
+
+impl std::error::Error for JaasError {}
+
 /// Parses one `sasl.jaas.config` value.
-pub fn parse_jaas(text: &str) -> Result<JaasConfig, String> {
+pub fn parse_jaas(text: &str) -> Result<JaasConfig, JaasError> {
     let mut p = Parser {
         chars: text.chars().collect(),
         at: 0,
     };
-    let login_module = p.word().ok_or("expected a login module class name")?;
-    let control_flag = p
-        .word()
-        .ok_or("expected a control flag (required) after the login module")?;
+    let login_module = p.word().ok_or(JaasError::MissingLoginModule)?;
+    let control_flag = p.word().ok_or(JaasError::MissingControlFlag)?;
     if !["required", "requisite", "sufficient", "optional"].contains(&control_flag.as_str()) {
-        return Err(format!(
-            "'{control_flag}' is not a control flag (required, requisite, sufficient or optional)"
-        ));
+        return Err(JaasError::UnknownControlFlag(control_flag));
     }
     let mut options = BTreeMap::new();
     loop {
@@ -60,27 +116,28 @@ pub fn parse_jaas(text: &str) -> Result<JaasConfig, String> {
                 p.at += 1;
                 break;
             }
-            None => return Err("missing ';' at the end".to_owned()),
+            None => return Err(JaasError::MissingSemicolon),
             _ => {}
         }
-        let key = p.word().ok_or("expected an option name")?;
+        let key = p.word().ok_or(JaasError::MissingOptionName)?;
         p.skip_space();
         if p.peek() != Some('=') {
-            return Err(format!("expected '=' after option '{key}'"));
+            return Err(JaasError::MissingEquals { option: key });
         }
         p.at += 1;
         p.skip_space();
         let value = if p.peek() == Some('"') {
             p.quoted()?
         } else {
-            p.word()
-                .ok_or_else(|| format!("expected a value for option '{key}'"))?
+            p.word().ok_or_else(|| JaasError::MissingValue {
+                option: key.clone(),
+            })?
         };
         options.insert(key, value);
     }
     p.skip_space();
     if p.at < p.chars.len() {
-        return Err("only one login module may be configured".to_owned());
+        return Err(JaasError::MoreThanOneModule);
     }
     Ok(JaasConfig {
         login_module,
@@ -89,6 +146,7 @@ pub fn parse_jaas(text: &str) -> Result<JaasConfig, String> {
     })
 }
 
+/// A cursor over the value's characters.
 struct Parser {
     chars: Vec<char>,
     at: usize,
@@ -117,12 +175,12 @@ impl Parser {
         (self.at > start).then(|| self.chars[start..self.at].iter().collect())
     }
 
-    fn quoted(&mut self) -> Result<String, String> {
+    fn quoted(&mut self) -> Result<String, JaasError> {
         self.at += 1; // the opening quote
         let mut out = String::new();
         loop {
             match self.peek() {
-                None => return Err("unterminated quoted value".to_owned()),
+                None => return Err(JaasError::UnterminatedQuote),
                 Some('"') => {
                     self.at += 1;
                     return Ok(out);
@@ -131,7 +189,7 @@ impl Parser {
                     self.at += 1;
                     match self.peek() {
                         Some(c) => out.push(c),
-                        None => return Err("unterminated quoted value".to_owned()),
+                        None => return Err(JaasError::UnterminatedQuote),
                     }
                     self.at += 1;
                 }
@@ -180,8 +238,14 @@ mod tests {
             ("M required username=;", "expected a value"),
             ("M required; N required;", "only one"),
         ] {
-            let e = parse_jaas(bad).unwrap_err();
+            let e = parse_jaas(bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad:?}: {e}");
         }
+        assert_eq!(
+            parse_jaas("M required username=;"),
+            Err(JaasError::MissingValue {
+                option: "username".to_owned()
+            })
+        );
     }
 }
