@@ -8,8 +8,10 @@
 //!
 //! The draft types `EntityName` as a non-nullable string but has no other way to name the default
 //! entity, so here a null (length −1) `EntityName` means the default, in requests and responses.
-//! Both directions are strict: counts are checked against the bytes left, strings must be UTF-8, and
-//! bytes after the message are an error.
+//! Both directions are strict: counts are checked against the bytes left and strings must be UTF-8.
+//! [`AlterQuotasRequest::decode`] and [`AlterQuotasResponse::decode`], which take a whole body, also
+//! refuse bytes after the message; the handler reads a request with [`AlterQuotasRequest::read`]
+//! and ignores bytes after it, as it does for every API (see `handler::read_body`).
 
 use bytes::{BufMut, BytesMut};
 
@@ -147,7 +149,7 @@ fn owned(s: Option<&str>) -> Option<String> {
     s.map(str::to_owned)
 }
 
-fn required(r: &mut Reader<'_>, what: &str) -> ReadResult<String> {
+fn required(r: &mut Reader<'_>, what: &'static str) -> ReadResult<String> {
     Ok(r.utf8(false, false, what)?.unwrap_or_default().to_owned())
 }
 
@@ -176,18 +178,24 @@ fn write_entities(buf: &mut BytesMut, entity: &[QuotaEntityData]) -> Result<(), 
 
 fn finish<T>(r: &Reader<'_>, value: T) -> ReadResult<T> {
     if r.remaining() > 0 {
-        return Err(CodecError::new(format!(
-            "{} bytes after the message",
-            r.remaining()
-        )));
+        return Err(CodecError::TrailingBytes {
+            count: r.remaining(),
+        });
     }
     Ok(value)
 }
 
 impl AlterQuotasRequest {
-    /// Decodes a request body (the bytes after the request header). Trailing bytes are an error.
+    /// Decodes a whole request body (the bytes after the request header): bytes after the message
+    /// are [`CodecError::TrailingBytes`].
     pub fn decode(body: &[u8]) -> Result<AlterQuotasRequest, CodecError> {
         let mut r = Reader::new(body);
+        let request = AlterQuotasRequest::read(&mut r)?;
+        finish(&r, request)
+    }
+
+    /// Reads the message from `r`, leaving any bytes after it.
+    pub(crate) fn read(r: &mut Reader<'_>) -> ReadResult<AlterQuotasRequest> {
         let mut entries = Vec::new();
         r.each(false, false, "Entry", |r| {
             let entity = read_entities(r)?;
@@ -205,13 +213,10 @@ impl AlterQuotasRequest {
             Ok(())
         })?;
         let validate_only = r.bool("ValidateOnly")?;
-        finish(
-            &r,
-            AlterQuotasRequest {
-                entries,
-                validate_only,
-            },
-        )
+        Ok(AlterQuotasRequest {
+            entries,
+            validate_only,
+        })
     }
 
     /// Appends the request body (without a header) to `buf`.
@@ -233,8 +238,8 @@ impl AlterQuotasRequest {
 }
 
 impl AlterQuotasResponse {
-    /// Decodes a response body (the bytes after the 4-byte correlation id). Trailing bytes are an
-    /// error.
+    /// Decodes a whole response body (the bytes after the 4-byte correlation id): bytes after the
+    /// message are [`CodecError::TrailingBytes`].
     pub fn decode(body: &[u8]) -> Result<AlterQuotasResponse, CodecError> {
         let mut r = Reader::new(body);
         let throttle_time_ms = r.i32("ThrottleTimeMs")?;
@@ -278,13 +283,7 @@ pub(super) fn handle(
     header: Header,
     body: &[u8],
 ) -> Result<BytesMut, CloseReason> {
-    let request =
-        AlterQuotasRequest::decode(body).map_err(|error| CloseReason::MalformedRequest {
-            api_key: header.api_key,
-            api_version: header.api_version,
-            correlation_id: header.correlation_id,
-            error,
-        })?;
+    let request = crate::handler::read_body(header, body, |r, _| AlterQuotasRequest::read(r))?;
     let raw_entities: Vec<Vec<QuotaEntityData>> =
         request.entries.iter().map(|e| e.entity.clone()).collect();
     let batch: Vec<WireEntry> = request
@@ -407,7 +406,10 @@ mod tests {
         request.encode(&mut buf).unwrap();
         assert_eq!(AlterQuotasRequest::decode(&buf).unwrap(), request);
         buf.put_u8(0);
-        assert!(AlterQuotasRequest::decode(&buf).is_err());
+        assert_eq!(
+            AlterQuotasRequest::decode(&buf),
+            Err(CodecError::TrailingBytes { count: 1 })
+        );
         for cut in 0..buf.len() - 1 {
             assert!(AlterQuotasRequest::decode(&buf[..cut]).is_err());
         }

@@ -17,23 +17,162 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 104_857_600;
 pub(crate) const MAX_STRING_BYTES: usize = 0x7fff;
 
 /// A request or response that does not follow its schema, or a value that cannot be encoded.
+///
+/// `field` names the schema field being read or written (`correlation_id`, `entries`, `Op`...).
+/// The messages are those of Kafka's own readers where Kafka has one.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CodecError(pub(crate) String);
-
-impl CodecError {
-    pub(crate) fn new(message: impl Into<String>) -> CodecError {
-        CodecError(message.into())
-    }
-
-    /// What went wrong.
-    pub fn message(&self) -> &str {
-        &self.0
-    }
+#[non_exhaustive]
+pub enum CodecError {
+    /// A request's size prefix is negative (Kafka's `InvalidReceiveException`).
+    NegativeSize {
+        /// The size the prefix gave.
+        size: i32,
+    },
+    /// A request's size prefix is above the limit (`socket.request.max.bytes`).
+    SizeTooLarge {
+        /// The size the prefix gave.
+        size: usize,
+        /// The largest size accepted.
+        limit: usize,
+    },
+    /// The frame ends inside a field.
+    Truncated {
+        /// The field being read.
+        field: &'static str,
+        /// The bytes the field needs.
+        needed: usize,
+        /// The bytes left in the frame.
+        left: usize,
+    },
+    /// An unsigned varint runs past five bytes.
+    VarintTooLong {
+        /// The field being read.
+        field: &'static str,
+    },
+    /// A null (length -1) where the schema does not allow one.
+    UnexpectedNull {
+        /// The field being read.
+        field: &'static str,
+    },
+    /// A length below -1.
+    NegativeLength {
+        /// The field being read.
+        field: &'static str,
+        /// `string`, `bytes` or `array`.
+        kind: &'static str,
+        /// The length read.
+        length: i64,
+    },
+    /// A string longer than Kafka reads (`limit`, 0x7fff bytes).
+    StringTooLong {
+        /// The field being read.
+        field: &'static str,
+        /// The length read.
+        length: usize,
+        /// The longest string accepted.
+        limit: usize,
+    },
+    /// A string that is not UTF-8.
+    InvalidUtf8 {
+        /// The field being read.
+        field: &'static str,
+    },
+    /// An array count larger than the bytes left (each element takes at least one), so it cannot
+    /// be what the frame holds.
+    CountTooLarge {
+        /// The array being read.
+        field: &'static str,
+        /// The count read.
+        count: usize,
+        /// The bytes left in the frame.
+        left: usize,
+    },
+    /// A tagged-field count larger than the bytes left.
+    TooManyTaggedFields {
+        /// The section being read.
+        field: &'static str,
+        /// The count read.
+        count: u32,
+        /// The bytes left in the frame.
+        left: usize,
+    },
+    /// Bytes after a message decoded on its own ([`AlterQuotasRequest::decode`] and
+    /// [`AlterQuotasResponse::decode`]; the handler ignores bytes after a request instead, as
+    /// Kafka does).
+    ///
+    /// [`AlterQuotasRequest::decode`]: crate::AlterQuotasRequest::decode
+    /// [`AlterQuotasResponse::decode`]: crate::AlterQuotasResponse::decode
+    TrailingBytes {
+        /// How many bytes follow the message.
+        count: usize,
+    },
+    /// `kafka-protocol` refused a body the schema walk accepted; its message.
+    Decoder(String),
+    /// `kafka-protocol` read a different length than the schema walk: a bug here, not the peer's.
+    DecoderMismatch,
+    /// A string too long for Kafka's 16-bit length.
+    StringTooLongToEncode {
+        /// The field being written.
+        field: &'static str,
+        /// Its length in bytes.
+        length: usize,
+    },
+    /// An array with more items than Kafka's 32-bit count.
+    ArrayTooLongToEncode {
+        /// The field being written.
+        field: &'static str,
+        /// Its item count.
+        count: usize,
+    },
+    /// `kafka-protocol` could not encode a response (a value outside its version); its message.
+    Encoder(String),
 }
 
 impl fmt::Display for CodecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            CodecError::NegativeSize { size } => write!(f, "Invalid receive (size = {size})"),
+            CodecError::SizeTooLarge { size, limit } => {
+                write!(f, "Invalid receive (size = {size} larger than {limit})")
+            }
+            CodecError::Truncated {
+                field,
+                needed,
+                left,
+            } => write!(f, "{field}: needs {needed} bytes, {left} left"),
+            CodecError::VarintTooLong { field } => write!(f, "{field}: varint is too long"),
+            CodecError::UnexpectedNull { field } => {
+                write!(f, "non-nullable field {field} was serialized as null")
+            }
+            CodecError::NegativeLength {
+                field,
+                kind,
+                length,
+            } => write!(f, "{field}: negative {kind} length {length}"),
+            CodecError::StringTooLong { field, length, .. } => {
+                write!(f, "string field {field} had invalid length {length}")
+            }
+            CodecError::InvalidUtf8 { field } => write!(f, "{field}: invalid UTF-8"),
+            // Kafka's words (`ByteBufferAccessor` and the generated readers).
+            CodecError::CountTooLarge { count, left, .. } => write!(
+                f,
+                "Tried to allocate a collection of size {count}, but there are only {left} bytes remaining."
+            ),
+            CodecError::TooManyTaggedFields { field, count, left } => {
+                write!(f, "{field}: {count} tagged fields, {left} bytes left")
+            }
+            CodecError::TrailingBytes { count } => write!(f, "{count} bytes after the message"),
+            CodecError::Decoder(message) | CodecError::Encoder(message) => f.write_str(message),
+            CodecError::DecoderMismatch => {
+                f.write_str("the decoder and the schema walk disagree on the message length")
+            }
+            CodecError::StringTooLongToEncode { field, length } => {
+                write!(f, "{field} is too long to encode ({length} bytes)")
+            }
+            CodecError::ArrayTooLongToEncode { field, count } => {
+                write!(f, "{field} is too long to encode ({count} items)")
+            }
+        }
     }
 }
 
@@ -44,12 +183,13 @@ impl std::error::Error for CodecError {}
 pub fn request_size(prefix: [u8; 4], max_bytes: usize) -> Result<usize, CodecError> {
     let size = i32::from_be_bytes(prefix);
     let Ok(size) = usize::try_from(size) else {
-        return Err(CodecError::new(format!("Invalid receive (size = {size})")));
+        return Err(CodecError::NegativeSize { size });
     };
     if size > max_bytes {
-        return Err(CodecError::new(format!(
-            "Invalid receive (size = {size} larger than {max_bytes})"
-        )));
+        return Err(CodecError::SizeTooLarge {
+            size,
+            limit: max_bytes,
+        });
     }
     Ok(size)
 }
@@ -77,56 +217,57 @@ impl<'a> Reader<'a> {
         self.buf.len() - self.pos
     }
 
-    pub(crate) fn take(&mut self, n: usize, what: &str) -> ReadResult<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize, what: &'static str) -> ReadResult<&'a [u8]> {
         if n > self.remaining() {
-            return Err(CodecError::new(format!(
-                "{what}: needs {n} bytes, {} left",
-                self.remaining()
-            )));
+            return Err(CodecError::Truncated {
+                field: what,
+                needed: n,
+                left: self.remaining(),
+            });
         }
         let out = &self.buf[self.pos..self.pos + n];
         self.pos += n;
         Ok(out)
     }
 
-    fn array<const N: usize>(&mut self, what: &str) -> ReadResult<[u8; N]> {
+    fn array<const N: usize>(&mut self, what: &'static str) -> ReadResult<[u8; N]> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(N, what)?);
         Ok(out)
     }
 
-    pub(crate) fn i8(&mut self, what: &str) -> ReadResult<i8> {
+    pub(crate) fn i8(&mut self, what: &'static str) -> ReadResult<i8> {
         Ok(i8::from_be_bytes(self.array(what)?))
     }
 
-    pub(crate) fn i16(&mut self, what: &str) -> ReadResult<i16> {
+    pub(crate) fn i16(&mut self, what: &'static str) -> ReadResult<i16> {
         Ok(i16::from_be_bytes(self.array(what)?))
     }
 
-    pub(crate) fn i32(&mut self, what: &str) -> ReadResult<i32> {
+    pub(crate) fn i32(&mut self, what: &'static str) -> ReadResult<i32> {
         Ok(i32::from_be_bytes(self.array(what)?))
     }
 
-    pub(crate) fn i64(&mut self, what: &str) -> ReadResult<i64> {
+    pub(crate) fn i64(&mut self, what: &'static str) -> ReadResult<i64> {
         Ok(i64::from_be_bytes(self.array(what)?))
     }
 
-    pub(crate) fn f64(&mut self, what: &str) -> ReadResult<f64> {
+    pub(crate) fn f64(&mut self, what: &'static str) -> ReadResult<f64> {
         Ok(f64::from_be_bytes(self.array(what)?))
     }
 
-    pub(crate) fn uuid(&mut self, what: &str) -> ReadResult<()> {
+    pub(crate) fn uuid(&mut self, what: &'static str) -> ReadResult<()> {
         self.take(16, what).map(|_| ())
     }
 
     /// A boolean: any non-zero byte is true, as in Kafka.
-    pub(crate) fn bool(&mut self, what: &str) -> ReadResult<bool> {
+    pub(crate) fn bool(&mut self, what: &'static str) -> ReadResult<bool> {
         Ok(self.take(1, what)?[0] != 0)
     }
 
     /// Kafka's unsigned varint: at most five bytes; the fifth may not carry a continuation bit. Bits
     /// beyond 32 are dropped, as both Kafka and `kafka-protocol` do.
-    pub(crate) fn uvarint(&mut self, what: &str) -> ReadResult<u32> {
+    pub(crate) fn uvarint(&mut self, what: &'static str) -> ReadResult<u32> {
         let mut value: u32 = 0;
         for i in 0..5 {
             let b = self.take(1, what)?[0];
@@ -135,7 +276,7 @@ impl<'a> Reader<'a> {
                 return Ok(value);
             }
         }
-        Err(CodecError::new(format!("{what}: varint is too long")))
+        Err(CodecError::VarintTooLong { field: what })
     }
 
     /// A length prefix: an unsigned varint + 1 when `compact`, else an `i32` (`wide`) or `i16`. `None`
@@ -146,8 +287,8 @@ impl<'a> Reader<'a> {
         compact: bool,
         wide: bool,
         nullable: bool,
-        kind: &str,
-        what: &str,
+        kind: &'static str,
+        what: &'static str,
     ) -> ReadResult<Option<usize>> {
         let len: i64 = if compact {
             i64::from(self.uvarint(what)?) - 1
@@ -158,12 +299,12 @@ impl<'a> Reader<'a> {
         };
         match len {
             -1 if nullable => Ok(None),
-            -1 => Err(CodecError::new(format!(
-                "non-nullable field {what} was serialized as null"
-            ))),
-            len if len < 0 => Err(CodecError::new(format!(
-                "{what}: negative {kind} length {len}"
-            ))),
+            -1 => Err(CodecError::UnexpectedNull { field: what }),
+            length if length < 0 => Err(CodecError::NegativeLength {
+                field: what,
+                kind,
+                length,
+            }),
             len => Ok(Some(len as usize)),
         }
     }
@@ -174,21 +315,23 @@ impl<'a> Reader<'a> {
         &mut self,
         compact: bool,
         nullable: bool,
-        what: &str,
+        what: &'static str,
     ) -> ReadResult<Option<&'a [u8]>> {
         let Some(len) = self.length(compact, false, nullable, "string", what)? else {
             return Ok(None);
         };
         if len > MAX_STRING_BYTES {
-            return Err(CodecError::new(format!(
-                "string field {what} had invalid length {len}"
-            )));
+            return Err(CodecError::StringTooLong {
+                field: what,
+                length: len,
+                limit: MAX_STRING_BYTES,
+            });
         }
         self.take(len, what).map(Some)
     }
 
     /// A non-null byte string (`compact` for flexible versions), bounded by the bytes left.
-    pub(crate) fn bytes(&mut self, compact: bool, what: &str) -> ReadResult<&'a [u8]> {
+    pub(crate) fn bytes(&mut self, compact: bool, what: &'static str) -> ReadResult<&'a [u8]> {
         let len = self
             .length(compact, true, false, "bytes", what)?
             .unwrap_or_default();
@@ -200,13 +343,13 @@ impl<'a> Reader<'a> {
         &mut self,
         compact: bool,
         nullable: bool,
-        what: &str,
+        what: &'static str,
     ) -> ReadResult<Option<&'a str>> {
         match self.string(compact, nullable, what)? {
             None => Ok(None),
             Some(bytes) => std::str::from_utf8(bytes)
                 .map(Some)
-                .map_err(|_| CodecError::new(format!("{what}: invalid UTF-8"))),
+                .map_err(|_| CodecError::InvalidUtf8 { field: what }),
         }
     }
 
@@ -216,16 +359,17 @@ impl<'a> Reader<'a> {
         &mut self,
         compact: bool,
         nullable: bool,
-        what: &str,
+        what: &'static str,
     ) -> ReadResult<Option<usize>> {
         let Some(len) = self.length(compact, true, nullable, "array", what)? else {
             return Ok(None);
         };
         if len > self.remaining() {
-            return Err(CodecError::new(format!(
-                "Tried to allocate a collection of size {len}, but there are only {} bytes remaining.",
-                self.remaining()
-            )));
+            return Err(CodecError::CountTooLarge {
+                field: what,
+                count: len,
+                left: self.remaining(),
+            });
         }
         Ok(Some(len))
     }
@@ -235,7 +379,7 @@ impl<'a> Reader<'a> {
         &mut self,
         compact: bool,
         nullable: bool,
-        what: &str,
+        what: &'static str,
         mut each: impl FnMut(&mut Reader<'a>) -> ReadResult<()>,
     ) -> ReadResult<Option<usize>> {
         let len = self.array_len(compact, nullable, what)?;
@@ -246,13 +390,14 @@ impl<'a> Reader<'a> {
     }
 
     /// Skips a tagged-field section (flexible versions only).
-    pub(crate) fn tagged_fields(&mut self, what: &str) -> ReadResult<()> {
+    pub(crate) fn tagged_fields(&mut self, what: &'static str) -> ReadResult<()> {
         let count = self.uvarint(what)?;
         if count as usize > self.remaining() {
-            return Err(CodecError::new(format!(
-                "{what}: {count} tagged fields, {} bytes left",
-                self.remaining()
-            )));
+            return Err(CodecError::TooManyTaggedFields {
+                field: what,
+                count,
+                left: self.remaining(),
+            });
         }
         for _ in 0..count {
             self.uvarint(what)?;
@@ -309,16 +454,16 @@ pub(crate) fn response_header(correlation_id: i32, header_version: i16) -> Bytes
 pub(crate) fn put_string(
     buf: &mut BytesMut,
     s: Option<&str>,
-    what: &str,
+    what: &'static str,
 ) -> Result<(), CodecError> {
     match s {
         None => buf.put_i16(-1),
         Some(s) => {
             if s.len() > MAX_STRING_BYTES {
-                return Err(CodecError::new(format!(
-                    "{what} is too long to encode ({} bytes)",
-                    s.len()
-                )));
+                return Err(CodecError::StringTooLongToEncode {
+                    field: what,
+                    length: s.len(),
+                });
             }
             buf.put_i16(s.len() as i16);
             buf.put_slice(s.as_bytes());
@@ -328,9 +473,15 @@ pub(crate) fn put_string(
 }
 
 /// Writes a non-compact array length.
-pub(crate) fn put_array_len(buf: &mut BytesMut, len: usize, what: &str) -> Result<(), CodecError> {
-    let len = i32::try_from(len)
-        .map_err(|_| CodecError::new(format!("{what} is too long to encode ({len} items)")))?;
+pub(crate) fn put_array_len(
+    buf: &mut BytesMut,
+    len: usize,
+    what: &'static str,
+) -> Result<(), CodecError> {
+    let len = i32::try_from(len).map_err(|_| CodecError::ArrayTooLongToEncode {
+        field: what,
+        count: len,
+    })?;
     buf.put_i32(len);
     Ok(())
 }

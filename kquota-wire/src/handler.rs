@@ -461,30 +461,54 @@ fn response_header_version(api_key: i16, version: i16) -> i16 {
     }
 }
 
+/// Reads a request body with `read`: the one place every API's body is decoded, so the rule for
+/// bytes left after the message is the same for all of them. Kafka's rule: its
+/// `RequestContext.parseRequest` hands the whole buffer to `AbstractRequest.parseRequest`, whose
+/// generated `read` methods stop at the message's last field (or tagged-field section) and never
+/// check that the buffer is used up; the bytes after it are ignored. So are they here.
+pub(crate) fn read_body<T>(
+    header: Header,
+    body: &[u8],
+    read: impl FnOnce(&mut Reader<'_>, i16) -> ReadResult<T>,
+) -> Result<T, CloseReason> {
+    let mut r = Reader::new(body);
+    let value =
+        read(&mut r, header.api_version).map_err(|error| CloseReason::MalformedRequest {
+            api_key: header.api_key,
+            api_version: header.api_version,
+            correlation_id: header.correlation_id,
+            error,
+        })?;
+    if r.remaining() > 0 {
+        tracing::debug!(
+            api_key = header.api_key,
+            api_version = header.api_version,
+            correlation_id = header.correlation_id,
+            "ignoring {} bytes after the request",
+            r.remaining()
+        );
+    }
+    Ok(value)
+}
+
 /// Walks `body` with `walk` (bounding every count), then decodes the walked bytes with
-/// `kafka-protocol`. Bytes after the message are ignored, as Kafka ignores them.
+/// `kafka-protocol`; bytes after the message are ignored (see [`read_body`]).
 pub(crate) fn decode<T: Decodable>(
     header: Header,
     body: &[u8],
     walk: impl FnOnce(&mut Reader<'_>, i16) -> ReadResult<()>,
 ) -> Result<T, CloseReason> {
-    let malformed = |error| CloseReason::MalformedRequest {
-        api_key: header.api_key,
-        api_version: header.api_version,
-        correlation_id: header.correlation_id,
-        error,
-    };
-    let mut r = Reader::new(body);
-    walk(&mut r, header.api_version).map_err(malformed)?;
-    let mut bytes = Bytes::copy_from_slice(&body[..r.position()]);
-    let value = T::decode(&mut bytes, header.api_version)
-        .map_err(|e| malformed(CodecError::new(e.to_string())))?;
-    if !bytes.is_empty() {
-        return Err(malformed(CodecError::new(
-            "the decoder and the schema walk disagree on the message length",
-        )));
-    }
-    Ok(value)
+    read_body(header, body, |r, version| {
+        walk(r, version)?;
+        // Only the walked bytes reach the decoder, so its counts are ones the frame holds.
+        let mut bytes = Bytes::copy_from_slice(&body[..r.position()]);
+        let value =
+            T::decode(&mut bytes, version).map_err(|e| CodecError::Decoder(e.to_string()))?;
+        if !bytes.is_empty() {
+            return Err(CodecError::DecoderMismatch);
+        }
+        Ok(value)
+    })
 }
 
 /// Encodes a response header and `body` at `version`.
@@ -498,7 +522,7 @@ pub(crate) fn encode<T: Encodable>(
         response_header_version(header.api_key, header.api_version),
     );
     body.encode(&mut buf, version)
-        .map_err(|e| CodecError::new(e.to_string()))?;
+        .map_err(|e| CodecError::Encoder(e.to_string()))?;
     Ok(buf)
 }
 
