@@ -7,21 +7,12 @@ use std::collections::{HashMap, HashSet};
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::net::IpAddr;
 
-use crate::engine::SubQuotaPolicy;
-use crate::entity::{Entity, EntityName, EntityType, Name};
+use crate::entity::{Entity, EntityName, EntityPart, EntityType, Name};
 use crate::error::{ApiError, ParseError};
 use crate::java::{java_entity_string, java_map_order};
 use crate::key::{format_value, QuotaKey, ValueKind};
+use crate::policy::SubQuotaPolicy;
 use crate::state::{self, KeyMask, NodeQuotas, State, UserNode};
-
-/// One component of an entity as a request names it: a type and a name (`None` for the default).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EntityPart {
-    /// `user`, `client-id` or `ip` (anything else is rejected by validation).
-    pub entity_type: String,
-    /// The name, or `None` for the default.
-    pub name: Option<String>,
-}
 
 /// One op on an entity: set a key to a value, or remove it.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,8 +1,8 @@
 //! Detail on request: describing a connection's quotas with provenance, and listing configured entities.
 
-use crate::entity::{Entity, EntityName, EntityType, Name};
+use crate::entity::{Entity, EntityName, EntityType, Level, Name};
 use crate::key::{QuotaKey, QuotaType, Unit};
-use crate::resolve::{ClientArg, Level, Sources};
+use crate::resolve::{ClientArg, Sources};
 use crate::state::{self, NodeQuotas, State};
 
 /// How a quota value turns into this broker's limit.

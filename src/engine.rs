@@ -17,33 +17,9 @@ use crate::describe::{self, BrokerView, DescribedQuota, ListFilter, ListedEntity
 use crate::entity::Entity;
 use crate::key::QuotaKey;
 use crate::notify::ChangeNotification;
+use crate::policy::SubQuotaPolicy;
 use crate::resolve::{self, ClientArg, IpQuota, Resolved};
 use crate::state::State;
-
-/// How sub-quotas of a user's clients relate to the user's total.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum SubQuotaPolicy {
-    /// The seeds' design (KIP-55): a user's named client sub-quotas may not exceed its total, and the
-    /// clients that fall back to the user's total share what the sub-quotas leave of it.
-    #[default]
-    Kip55,
-    /// Apache Kafka's behaviour: sub-quotas are independent, and the user's bucket keeps its full total.
-    Kafka,
-}
-
-impl std::str::FromStr for SubQuotaPolicy {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "kip55" => Ok(SubQuotaPolicy::Kip55),
-            "kafka" => Ok(SubQuotaPolicy::Kafka),
-            _ => Err(format!(
-                "unknown sub-quota policy '{s}' (expected kip55 or kafka)"
-            )),
-        }
-    }
-}
 
 /// One entity's complete configuration after a commit, as handed to a durable store.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -11,7 +11,7 @@ use std::fmt;
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 use crate::error::ParseError;
-use crate::resolve::Level;
+use crate::scope::BucketScope;
 
 /// The kind of an entity component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -509,5 +509,90 @@ mod tests {
     fn literal_default_is_a_name() {
         assert_ne!(named("<default>"), EntityName::Default);
         assert!(EntityName::named("").is_err());
+    }
+}
+
+/// One component of an entity as a request names it: a type and a name (`None` for the default).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntityPart {
+    /// `user`, `client-id` or `ip` (anything else is rejected by validation).
+    pub entity_type: String,
+    /// The name, or `None` for the default.
+    pub name: Option<String>,
+}
+
+/// A precedence level of (user, client-id) resolution; level 1 is the most specific.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Level {
+    /// 1: `{user=u, client-id=c}`.
+    UserClient = 1,
+    /// 2: `{user=u, client-id=<default>}`.
+    UserDefaultClient = 2,
+    /// 3: `{user=u}`.
+    User = 3,
+    /// 4: `{user=<default>, client-id=c}`.
+    DefaultUserClient = 4,
+    /// 5: `{user=<default>, client-id=<default>}`.
+    DefaultUserDefaultClient = 5,
+    /// 6: `{user=<default>}`.
+    DefaultUser = 6,
+    /// 7: `{client-id=c}`.
+    ClientId = 7,
+    /// 8: `{client-id=<default>}`.
+    DefaultClientId = 8,
+}
+
+impl Level {
+    /// All levels, most specific first.
+    pub const ALL: [Level; 8] = [
+        Level::UserClient,
+        Level::UserDefaultClient,
+        Level::User,
+        Level::DefaultUserClient,
+        Level::DefaultUserDefaultClient,
+        Level::DefaultUser,
+        Level::ClientId,
+        Level::DefaultClientId,
+    ];
+
+    /// The level's number, 1 to 8.
+    pub fn number(self) -> u8 {
+        self as u8
+    }
+
+    /// Who shares one rate when a quota comes from this level.
+    pub fn bucket_scope(self) -> BucketScope {
+        match self {
+            Level::UserClient
+            | Level::UserDefaultClient
+            | Level::DefaultUserClient
+            | Level::DefaultUserDefaultClient => BucketScope::UserClient,
+            Level::User | Level::DefaultUser => BucketScope::User,
+            Level::ClientId | Level::DefaultClientId => BucketScope::ClientId,
+        }
+    }
+
+    /// The entity this level stands for, for a connection with the given names (`None`: a name with no
+    /// entry of its own). Returns `None` where the level needs a name the connection does not have.
+    pub fn entity(self, user: Option<&str>, client_id: Option<&str>) -> Option<Entity> {
+        let name = |n: Option<&str>| n.and_then(|n| Name::new(n).ok()).map(EntityName::Named);
+        let d = || EntityName::Default;
+        Some(match self {
+            Level::UserClient => Entity::UserClient(name(user)?, name(client_id)?),
+            Level::UserDefaultClient => Entity::UserClient(name(user)?, d()),
+            Level::User => Entity::User(name(user)?),
+            Level::DefaultUserClient => Entity::UserClient(d(), name(client_id)?),
+            Level::DefaultUserDefaultClient => Entity::UserClient(d(), d()),
+            Level::DefaultUser => Entity::User(d()),
+            Level::ClientId => Entity::ClientId(name(client_id)?),
+            Level::DefaultClientId => Entity::ClientId(d()),
+        })
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.number())
     }
 }

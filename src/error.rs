@@ -118,6 +118,8 @@ pub enum ParseError {
     MalformedEscape(String),
     /// A quota value that is not finite and greater than zero.
     InvalidValue(String),
+    /// A sub-quota policy other than `kip55` or `kafka`.
+    UnknownSubQuotaPolicy(String),
 }
 
 impl fmt::Display for ParseError {
@@ -139,6 +141,12 @@ impl fmt::Display for ParseError {
                 write!(
                     f,
                     "invalid quota value {v}: must be finite and greater than 0"
+                )
+            }
+            ParseError::UnknownSubQuotaPolicy(p) => {
+                write!(
+                    f,
+                    "unknown sub-quota policy '{p}' (expected kip55 or kafka)"
                 )
             }
         }

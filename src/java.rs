@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::alter::EntityPart;
+use crate::entity::EntityPart;
 
 /// Prints raw parts as Kafka prints a `ClientQuotaEntity`: `ClientQuotaEntity(entries={client-id=c,
 /// user=u})`, in the order of a Java `HashMap` created with capacity `initial`, `null` for the default.

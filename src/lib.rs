@@ -93,20 +93,26 @@ mod key;
 pub mod meter;
 mod notify;
 mod persist;
+mod policy;
 mod resolve;
+mod scope;
 mod state;
 mod text;
 
-pub use alter::{AlterResult, Alteration, EntityPart, Op};
+pub use alter::{AlterResult, Alteration, Op};
 pub use describe::{
     BrokerLimit, BrokerView, ComponentMatch, DescribedQuota, ListFilter, ListedEntity, Overridden,
 };
-pub use engine::{Engine, EngineBuilder, EntityChange, SubQuotaPolicy, Subscriber};
-pub use entity::{desanitize, sanitize, Entity, EntityName, EntityType, Name, DEFAULT_DISPLAY};
+pub use engine::{Engine, EngineBuilder, EntityChange, Subscriber};
+pub use entity::{
+    desanitize, sanitize, Entity, EntityName, EntityPart, EntityType, Level, Name, DEFAULT_DISPLAY,
+};
 pub use error::{ApiError, ErrorCode, ParseError};
 pub use java::{java_entity_string, java_map_order};
 pub use key::{QuotaKey, QuotaType, QuotaValue, Unit, ValueKind};
 pub use notify::{ChangeNotification, NotificationV1, NotificationV2};
 pub use persist::{PersistError, Persistence};
-pub use resolve::{BucketId, BucketScope, IpQuota, Level, Quota, Resolved};
+pub use policy::SubQuotaPolicy;
+pub use resolve::{IpQuota, Quota, Resolved};
+pub use scope::{BucketId, BucketScope};
 pub use text::{format_describe, format_list};

@@ -344,7 +344,9 @@ impl ServerConfig {
                 self.data_dir = PathBuf::from(value);
             }
             "kquota.sub.quota.policy" => {
-                self.policy = value.parse().map_err(|e: String| bad(&e))?
+                self.policy = value
+                    .parse()
+                    .map_err(|e: kquota::ParseError| bad(&e.to_string()))?
             }
             "kquota.broker.count" => {
                 self.broker_count = number(value)

@@ -28,8 +28,10 @@ use dashmap::DashMap;
 use parking_lot::Mutex;
 
 use crate::engine::Engine;
+use crate::entity::Level;
 use crate::key::{QuotaKey, QuotaType, Unit};
-use crate::resolve::{BucketScope, Level, Resolved};
+use crate::resolve::Resolved;
+use crate::scope::BucketScope;
 use allowance::{Allowance, Grants, Stripe};
 use crossbeam_utils::CachePadded;
 use rate::{TokenBucket, Window, WindowedRate};
