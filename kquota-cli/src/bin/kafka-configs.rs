@@ -414,7 +414,7 @@ fn describe(admin: &mut AdminClient, spec: &[(EntityType, Target)]) -> Result<()
     let entries = admin
         .describe_client_quotas(&filter(spec), true)
         .map_err(|e| Failure::Server(e.to_string()))?;
-    let text: String = java_hash_map_order(&entries, java_entity_hash)
+    let text: String = java_entity_order(&entries)
         .into_iter()
         .map(|entry| describe_line(entry) + "\n")
         .collect();
@@ -441,9 +441,14 @@ fn describe_line(entry: &QuotaEntry) -> String {
     .into_iter()
     .flatten()
     .collect();
-    let values: Vec<String> = java_hash_map_order(&entry.values, |(k, _)| java_string_hash(k))
+    // Kafka's admin client puts the values in a `new HashMap<>(values.size())`.
+    let keys: Vec<&str> = entry.values.iter().map(|(k, _)| k.as_str()).collect();
+    let values: Vec<String> = kquota::java_map_order(&keys, keys.len())
         .into_iter()
-        .map(|(k, v)| format!("{k}={}", java_double(*v)))
+        .map(|i| {
+            let (k, v) = &entry.values[i];
+            format!("{k}={}", java_double(*v))
+        })
         .collect();
     format!(
         "Quota configs for {} are {}",
@@ -551,37 +556,47 @@ fn java_double(v: f64) -> String {
     }
 }
 
-/// Java's `String.hashCode`.
+/// The entries in the order ConfigCommand prints them: Kafka's admin client collects them in a
+/// `new HashMap<>(entries.size())` keyed by `ClientQuotaEntity` (`DescribeClientQuotasResponse`).
+fn java_entity_order(entries: &[QuotaEntry]) -> Vec<&QuotaEntry> {
+    // kquota::java_map_order hashes its keys as `String.hashCode`, while these keys hash as
+    // `ClientQuotaEntity.hashCode`; each entry stands in as a string with the entity's hash.
+    let keys: Vec<String> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| key_with_java_hash(i, java_entity_hash(entry)))
+        .collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    kquota::java_map_order(&keys, entries.len())
+        .into_iter()
+        .map(|i| &entries[i])
+        .collect()
+}
+
+/// A string whose `String.hashCode` is `hash`, distinct for each `unique`: `unique`'s digits, then
+/// seven characters U+0000 to U+001E, the base-31 digits of what the hash still needs (as
+/// `hashCode` is `s[0]*31^(n-1) + ... + s[n-1]` wrapping, and 31^7 exceeds 2^32).
+fn key_with_java_hash(unique: usize, hash: i32) -> String {
+    let prefix = unique.to_string();
+    let rest = (hash as u32)
+        .wrapping_sub((java_string_hash(&prefix) as u32).wrapping_mul(31u32.wrapping_pow(7)));
+    let mut digits = [0u32; 7];
+    let mut left = u64::from(rest);
+    for d in digits.iter_mut().rev() {
+        *d = (left % 31) as u32;
+        left /= 31;
+    }
+    prefix
+        + &digits
+            .iter()
+            .map(|&d| char::from_u32(d).expect("below 31"))
+            .collect::<String>()
+}
+
+/// Java's `String.hashCode`, for `ClientQuotaEntity.hashCode`.
 fn java_string_hash(s: &str) -> i32 {
     s.encode_utf16()
         .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
-}
-
-/// The iteration order of a Java `HashMap` built with `new HashMap<>(n)` and filled with `items` in
-/// order, given each item's `hashCode`: Kafka's admin client builds its describe results this way
-/// (`DescribeClientQuotasResponse.complete`), and ConfigCommand prints them in that order.
-fn java_hash_map_order<T>(items: &[T], hash: impl Fn(&T) -> i32) -> Vec<&T> {
-    let n = items.len();
-    if n == 0 {
-        return Vec::new();
-    }
-    // tableSizeFor(n), then a doubling whenever the size passes 3/4 of the capacity.
-    let mut cap = n.next_power_of_two();
-    let mut threshold = cap * 3 / 4;
-    for size in 1..=n {
-        if size > threshold {
-            cap *= 2;
-            threshold = cap * 3 / 4;
-        }
-    }
-    let bucket = |item: &T| {
-        let h = hash(item) as u32;
-        (h ^ (h >> 16)) as usize & (cap - 1)
-    };
-    // Buckets in index order; a bucket keeps insertion order (a stable sort).
-    let mut out: Vec<&T> = items.iter().collect();
-    out.sort_by_key(|item| bucket(item));
-    out
 }
 
 /// `ClientQuotaEntity.hashCode`: `Objects.hash(entries)` over a `Map<String, String>`.
@@ -609,12 +624,63 @@ mod tests {
     #[test]
     fn hash_map_order_is_javas() {
         assert_eq!(java_string_hash("producer_byte_rate"), -832_502_454);
-        let two = [("producer_byte_rate", 1), ("consumer_byte_rate", 2)];
-        let order: Vec<_> = java_hash_map_order(&two, |(k, _)| java_string_hash(k))
-            .into_iter()
-            .map(|(k, _)| *k)
-            .collect();
+        let entry = QuotaEntry {
+            entity: vec![("user".to_owned(), Some("u".to_owned()))],
+            values: vec![
+                ("producer_byte_rate".to_owned(), 1.0),
+                ("consumer_byte_rate".to_owned(), 2.0),
+            ],
+        };
         // new HashMap<>(2) grows to 4 buckets: consumer (bucket 0) before producer (bucket 3).
-        assert_eq!(order, ["consumer_byte_rate", "producer_byte_rate"]);
+        assert_eq!(
+            describe_line(&entry),
+            "Quota configs for user-principal 'u' are consumer_byte_rate=2.0, producer_byte_rate=1.0"
+        );
+    }
+
+    #[test]
+    fn stand_in_keys_have_the_entitys_hash() {
+        for (i, hash) in [
+            0,
+            1,
+            -1,
+            30,
+            31,
+            i32::MIN,
+            i32::MAX,
+            -832_502_454,
+            123_456_789,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for unique in [0, i, 10_000 + i, usize::MAX - i] {
+                assert_eq!(java_string_hash(&key_with_java_hash(unique, hash)), hash);
+            }
+        }
+        assert_ne!(key_with_java_hash(1, 7), key_with_java_hash(2, 7));
+    }
+
+    #[test]
+    fn entities_keep_javas_order_with_equal_hashes() {
+        let entry = |user: &str| QuotaEntry {
+            entity: vec![("user".to_owned(), Some(user.to_owned()))],
+            values: vec![("producer_byte_rate".to_owned(), 1.0)],
+        };
+        // "Aa" and "BB" have the same String.hashCode, so the same entity hash: one bucket, in
+        // insertion order, both kept.
+        let entries = [entry("BB"), entry("x"), entry("Aa")];
+        assert_eq!(java_entity_hash(&entries[0]), java_entity_hash(&entries[2]));
+        let users: Vec<&str> = java_entity_order(&entries)
+            .into_iter()
+            .map(|e| e.entity[0].1.as_deref().unwrap())
+            .collect();
+        let mut expected = vec![("BB", 0), ("x", 1), ("Aa", 2)];
+        // Java's order: by bucket of (h ^ h >>> 16) & 3, insertion order within one.
+        expected.sort_by_key(|(_, i)| {
+            let h = java_entity_hash(&entries[*i]) as u32;
+            (h ^ (h >> 16)) & 3
+        });
+        assert_eq!(users, expected.iter().map(|(u, _)| *u).collect::<Vec<_>>());
     }
 }
