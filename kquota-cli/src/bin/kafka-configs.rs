@@ -675,7 +675,7 @@ mod tests {
             .into_iter()
             .map(|e| e.entity[0].1.as_deref().unwrap())
             .collect();
-        let mut expected = vec![("BB", 0), ("x", 1), ("Aa", 2)];
+        let mut expected = [("BB", 0), ("x", 1), ("Aa", 2)];
         // Java's order: by bucket of (h ^ h >>> 16) & 3, insertion order within one.
         expected.sort_by_key(|(_, i)| {
             let h = java_entity_hash(&entries[*i]) as u32;
