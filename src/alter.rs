@@ -64,6 +64,7 @@ impl Alteration {
     }
 
     /// Adds an op that sets `key` to `value`.
+    #[must_use = "set returns the alteration with the op added"]
     pub fn set(mut self, key: impl ToString, value: f64) -> Alteration {
         self.ops.push(Op {
             key: key.to_string(),
@@ -73,6 +74,7 @@ impl Alteration {
     }
 
     /// Adds an op that removes `key`.
+    #[must_use = "remove returns the alteration with the op added"]
     pub fn remove(mut self, key: impl ToString) -> Alteration {
         self.ops.push(Op {
             key: key.to_string(),

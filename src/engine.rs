@@ -4,6 +4,7 @@
 //! writers. Writers are serialized by a mutex, build the next snapshot by path-copying only what a batch
 //! changes, and publish it with one atomic swap, so a batch becomes visible all at once.
 
+use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, OnceLock};
@@ -15,7 +16,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::alter::{self, AlterResult, Alteration};
 use crate::describe::{self, BrokerView, DescribedQuota, ListFilter, ListedEntity};
 use crate::entity::Entity;
-use crate::key::QuotaKey;
+use crate::key::{QuotaKey, QuotaType};
 use crate::notify::ChangeNotification;
 use crate::policy::SubQuotaPolicy;
 use crate::resolve::{self, ClientArg, IpQuota, Resolved};
@@ -45,24 +46,28 @@ pub struct EngineBuilder {
 
 impl EngineBuilder {
     /// The sub-quota policy (default [`SubQuotaPolicy::Kip55`]).
+    #[must_use = "a builder method returns the changed builder"]
     pub fn policy(mut self, policy: SubQuotaPolicy) -> Self {
         self.policy = policy;
         self
     }
 
     /// The live broker count that `bps` quotas divide by (default 1; changeable later).
+    #[must_use = "a builder method returns the changed builder"]
     pub fn broker_count(mut self, count: u32) -> Self {
         self.broker_count = Some(count);
         self
     }
 
     /// This broker's `producer_byte_rate` capacity in bytes/s, split among `shares` quotas.
+    #[must_use = "a builder method returns the changed builder"]
     pub fn producer_capacity(mut self, bytes_per_sec: f64) -> Self {
         self.producer_capacity = Some(bytes_per_sec);
         self
     }
 
     /// This broker's `consumer_byte_rate` capacity in bytes/s, split among `shares` quotas.
+    #[must_use = "a builder method returns the changed builder"]
     pub fn consumer_capacity(mut self, bytes_per_sec: f64) -> Self {
         self.consumer_capacity = Some(bytes_per_sec);
         self
@@ -72,25 +77,28 @@ impl EngineBuilder {
     /// makes resolving a connection's names again cost the same at any store size; each thread that
     /// resolves holds a table of 752 KiB, plus up to 2 MiB of buffers for pairs of names longer than
     /// 60 bytes together. Turning it off makes every resolve read the snapshot.
+    #[must_use = "a builder method returns the changed builder"]
     pub fn resolve_cache(mut self, enabled: bool) -> Self {
         self.no_resolve_cache = !enabled;
         self
     }
 
     /// Checks the settings and builds the engine, empty.
-    pub fn build(self) -> Result<Engine, String> {
+    #[must_use = "the engine is returned, and the settings may be refused"]
+    pub fn build(self) -> Result<Engine, EngineBuildError> {
         if self.broker_count == Some(0) {
-            return Err("broker count must be at least 1".into());
+            return Err(EngineBuildError::ZeroBrokerCount);
         }
-        for (name, cap) in [
-            ("producer", self.producer_capacity),
-            ("consumer", self.consumer_capacity),
+        for (quota_type, cap) in [
+            (QuotaType::ProducerByteRate, self.producer_capacity),
+            (QuotaType::ConsumerByteRate, self.consumer_capacity),
         ] {
             if let Some(c) = cap {
                 if !(c.is_finite() && c > 0.0) {
-                    return Err(format!(
-                        "{name} capacity must be finite and greater than 0, got {c}"
-                    ));
+                    return Err(EngineBuildError::InvalidCapacity {
+                        quota_type,
+                        value: c,
+                    });
                 }
             }
         }
@@ -107,6 +115,41 @@ impl EngineBuilder {
         })
     }
 }
+
+/// Settings an [`EngineBuilder`] refused.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum EngineBuildError {
+    /// A broker count of 0: `bps` quotas divide by it.
+    ZeroBrokerCount,
+    /// A producer or consumer capacity that is not finite and greater than 0.
+    InvalidCapacity {
+        /// Whose capacity: [`QuotaType::ProducerByteRate`] or [`QuotaType::ConsumerByteRate`].
+        quota_type: QuotaType,
+        /// The capacity given, in bytes/s.
+        value: f64,
+    },
+}
+
+impl fmt::Display for EngineBuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineBuildError::ZeroBrokerCount => f.write_str("broker count must be at least 1"),
+            EngineBuildError::InvalidCapacity { quota_type, value } => {
+                let name = match quota_type {
+                    QuotaType::ProducerByteRate => "producer",
+                    _ => "consumer",
+                };
+                write!(
+                    f,
+                    "{name} capacity must be finite and greater than 0, got {value}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for EngineBuildError {}
 
 /// The newest snapshot's generation, counted twice around its publication.
 #[derive(Debug, Default)]
@@ -279,6 +322,7 @@ impl Engine {
     /// Validates a batch and, unless `validate_only`, commits every valid alteration at once. Returns
     /// one result per alteration, in order. Subscribers hear of the changed entities after the commit
     /// is visible.
+    #[must_use = "each alteration's result says whether it was refused, and why"]
     pub fn alter(&self, batch: &[Alteration], validate_only: bool) -> Vec<AlterResult> {
         match self.alter_durably(batch, validate_only, |_| {
             Ok::<(), std::convert::Infallible>(())
@@ -292,6 +336,7 @@ impl Engine {
     /// visible, under the writer lock. If `persist` fails, nothing is applied and its error is
     /// returned; if it succeeds, the changes are published. A durable store acknowledges an
     /// alteration only after this returns `Ok`.
+    #[must_use = "each alteration's result says whether it was refused, and why"]
     pub fn alter_durably<E>(
         &self,
         batch: &[Alteration],
@@ -343,6 +388,7 @@ impl Engine {
     /// store): every entity gets the checks an alteration setting its keys would get, and under `kip55`
     /// the sub-quota rules are checked once everything is in. Nothing is applied unless everything is
     /// valid. Returns the number of entities loaded, or the first entity refused and why.
+    #[must_use = "a refused load applies nothing"]
     pub fn load(
         &self,
         entries: Vec<(Entity, Vec<(QuotaKey, f64)>)>,

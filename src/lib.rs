@@ -103,7 +103,7 @@ pub use alter::{AlterResult, Alteration, Op};
 pub use describe::{
     BrokerLimit, BrokerView, ComponentMatch, DescribedQuota, ListFilter, ListedEntity, Overridden,
 };
-pub use engine::{Engine, EngineBuilder, EntityChange, Subscriber};
+pub use engine::{Engine, EngineBuildError, EngineBuilder, EntityChange, Subscriber};
 pub use entity::{
     desanitize, sanitize, Entity, EntityName, EntityPart, EntityType, Level, Name, DEFAULT_DISPLAY,
 };

@@ -743,6 +743,7 @@ impl ClientMeter {
     }
 
     /// Records `n` partition mutations against `controller_mutation_rate`.
+    #[must_use = "in strict mode a request from a bucket in debt is refused"]
     pub fn mutations(&mut self, n: u32) -> MutationDecision {
         self.refresh();
         let key = QuotaKey::CONTROLLER_MUTATION_RATE;
