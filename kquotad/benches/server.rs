@@ -117,7 +117,7 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = temp_dir("rps");
     let config = ServerConfig {
-        listeners: "PLAINTEXT://127.0.0.1:0".to_owned(),
+        listeners: "PLAINTEXT://127.0.0.1:0".parse().unwrap(),
         data_dir: dir.clone(),
         // The bench's clients are anonymous and alter.
         super_users: vec![Principal::anonymous()],
@@ -172,7 +172,7 @@ fn main() {
         );
     }
     let config = ServerConfig {
-        listeners: "PLAINTEXT://127.0.0.1:0".to_owned(),
+        listeners: "PLAINTEXT://127.0.0.1:0".parse().unwrap(),
         data_dir: dir.clone(),
         // The bench's clients are anonymous and alter.
         super_users: vec![Principal::anonymous()],

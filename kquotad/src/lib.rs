@@ -3,9 +3,58 @@
 //! It serves Kafka's quota admin APIs (the `kquota-wire` handler) over TCP and TLS listeners, from an
 //! engine whose configuration lives in the durable `kquota-store`. The `kquotad` binary is this
 //! crate's [`Server`] behind a command line; a host embedding the server builds a [`ServerConfig`]
-//! and calls [`Server::start`].
+//! and calls [`Server::bind`], then [`Server::serve`].
+//!
+//! Listeners are configured as Kafka's (`listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093`,
+//! with `listener.security.protocol.map` for custom names); each speaks PLAINTEXT, SSL,
+//! SASL_PLAINTEXT or SASL_SSL (see [`kquota_wire::SecurityProtocol`]). One tokio task per connection reads
+//! size-prefixed frames, answers them strictly in order (Kafka's pipelining guarantee), and closes
+//! the connection where Kafka would. Limits: the request frame size (`socket.request.max.bytes`,
+//! 100 MiB by default; `sasl.server.max.receive.size`, 512 KiB, before a SASL client has
+//! authenticated), the number of open connections over all listeners (`max.connections`) and from
+//! one address (`max.connections.per.ip`, unlimited by default), and
+//! the idle time between requests (`connections.max.idle.ms`, 10 minutes). A failed
+//! authentication is logged with the peer's address and its connection closed after
+//! `connection.failed.authentication.delay.ms` (100 ms), in that connection's task only. When the
+//! future given to [`Server::serve`] resolves (the binary's: SIGINT or SIGTERM) the server stops
+//! accepting and closes every connection between requests. A request
+//! already being handled is finished and answered; a connection that is still sending a request,
+//! or that does not read its answer within [`SHUTDOWN_GRACE`], is closed without one (nothing of
+//! it was applied, or it was applied and only the answer is lost), so no peer can hold the server
+//! up.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), kquotad::StartError> {
+//! let mut config = kquotad::ServerConfig::default();
+//! config.set("listeners", "PLAINTEXT://127.0.0.1:9092")?;
+//! config.set("kquota.data.dir", "/var/lib/kquota")?;
+//! let server = kquotad::Server::bind(config).await?;
+//! server.serve(async { /* until the host stops */ }).await;
+//! # Ok(())
+//! # }
+//! ```
 
+// One concern each: the settings and their errors; the server, its accept loops and connection
+// limits; one peer's session; its frames; the stop.
+mod connection;
+mod error;
+mod limits;
+mod listener;
+mod peer;
 mod server;
+mod settings;
+mod shutdown;
+mod tls;
 
-// The public interface.
-pub use server::*;
+// The public interface: what a host embedding the server, or the `kquotad` binary, needs.
+//
+// The server: bind it with its settings, then serve until a future resolves.
+pub use crate::server::Server;
+pub use crate::shutdown::SHUTDOWN_GRACE;
+// Its settings, set as Kafka's `server.properties` keys, each checked as it is set.
+pub use crate::settings::{
+    parse_properties, AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap, ServerConfig,
+    SslSettings, KNOWN_PROPERTIES,
+};
+// What can be wrong with them, and with a start.
+pub use crate::error::{ConfigError, LineProblem, Problem, Source, StartError};

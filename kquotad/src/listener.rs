@@ -1,0 +1,69 @@
+//! One bound listener and its accept loop: each connection within the limits gets its own task.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tracing::warn;
+
+use kquota_wire::Handler;
+
+use crate::limits::Slots;
+use crate::peer;
+use crate::settings::{ListenerConfig, ServerConfig};
+use crate::shutdown::Shutdown;
+
+/// One bound listener and what its connections need.
+pub(crate) struct Listener {
+    /// Its name, protocol and bound address.
+    pub(crate) config: ListenerConfig,
+    pub(crate) tcp: TcpListener,
+    /// On SSL and SASL_SSL listeners.
+    pub(crate) tls: Option<TlsAcceptor>,
+    /// The handler, with this listener's advertised address.
+    pub(crate) handler: Arc<Handler>,
+}
+
+/// Accepts connections on one listener until the server stops, then waits for them.
+pub(crate) async fn accept_loop(
+    listener: Listener,
+    config: Arc<ServerConfig>,
+    slots: Arc<Slots>,
+    mut shutdown: Shutdown,
+) {
+    let listener = Arc::new(listener);
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            () = shutdown.stopping() => break,
+            accepted = listener.tcp.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                // One address counts once, whether it arrives as IPv4 or IPv4-mapped IPv6.
+                let permit = match slots.take(peer.ip().to_canonical()) {
+                    Ok(slot) => slot,
+                    Err(why) => {
+                        warn!(%peer, "closing connection: {why}");
+                        continue;
+                    }
+                };
+                let listener = Arc::clone(&listener);
+                let config = Arc::clone(&config);
+                let shutdown = shutdown.clone();
+                tasks.spawn(async move {
+                    peer::serve(stream, peer, &listener, &config, shutdown).await;
+                    drop(permit);
+                });
+            }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+}

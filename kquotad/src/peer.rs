@@ -1,0 +1,146 @@
+//! One peer, start to end: TLS on SSL and SASL_SSL listeners, the session's principal, then its
+//! requests answered strictly in order (Kafka's pipelining guarantee) until it leaves, idles out,
+//! a request calls for closing, or the server stops.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tracing::{debug, warn};
+
+use kquota_wire::{AuthContext, Handler, Outcome, Session};
+
+use crate::connection::Connection;
+use crate::listener::Listener;
+use crate::settings::ServerConfig;
+use crate::shutdown::Shutdown;
+
+/// Runs TLS (on SSL and SASL_SSL listeners), makes the connection's session, and serves it.
+pub(crate) async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: &Listener,
+    config: &ServerConfig,
+    mut shutdown: Shutdown,
+) {
+    let _ = stream.set_nodelay(true);
+    let name = listener.config.name.as_str();
+    let protocol = listener.config.protocol;
+    debug!(%peer, listener = name, "connection opened");
+    let session = Session::new(name, protocol, Some(peer));
+    let Some(acceptor) = &listener.tls else {
+        serve_requests(stream, session, &listener.handler, config, shutdown).await;
+        return;
+    };
+    let handshake = tokio::select! {
+        r = tokio::time::timeout(config.idle_timeout, acceptor.accept(stream)) => r,
+        () = shutdown.stopping() => return,
+    };
+    let tls = match handshake {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            failed_authentication(peer, name, &format!("SSL handshake failed: {e}"), config).await;
+            return;
+        }
+        Err(_) => {
+            debug!(%peer, listener = name, "closing connection: TLS handshake timed out");
+            return;
+        }
+    };
+    let session = if protocol.uses_sasl() {
+        session
+    } else {
+        // SSL: the principal comes from the client certificate, if any.
+        let certificate = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| c.as_ref().to_vec());
+        let context = AuthContext::Ssl {
+            peer: Some(peer),
+            peer_certificate: certificate.as_deref(),
+        };
+        match listener.handler.principal_builder().build(&context) {
+            Ok(principal) => session.with_principal(principal),
+            Err(e) => {
+                failed_authentication(peer, name, &e.to_string(), config).await;
+                return;
+            }
+        }
+    };
+    serve_requests(tls, session, &listener.handler, config, shutdown).await;
+}
+
+/// Logs a failed authentication as Kafka does and waits `connection.failed.authentication.delay.ms`
+/// before the caller closes the connection (only this connection's task waits).
+async fn failed_authentication(peer: SocketAddr, listener: &str, why: &str, config: &ServerConfig) {
+    warn!(%peer, listener, "Failed authentication with /{} ({why})", peer.ip());
+    tokio::time::sleep(config.failed_authentication_delay).await;
+}
+
+/// Answers the requests of one connection in order until it is to close.
+async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    mut session: Session,
+    handler: &Arc<Handler>,
+    config: &ServerConfig,
+    mut shutdown: Shutdown,
+) {
+    let peer = session.peer().map(|p| p.to_string()).unwrap_or_default();
+    let mut connection = Connection::new(stream, peer.clone(), config.idle_timeout);
+    loop {
+        // Before a SASL client has authenticated, Kafka reads at most sasl.server.max.receive.size.
+        let max_bytes = if session.is_authenticated() {
+            config.max_request_bytes
+        } else {
+            config.sasl_max_receive_bytes.min(config.max_request_bytes)
+        };
+        let Some(frame) = connection.read_frame(max_bytes.get(), &mut shutdown).await else {
+            break;
+        };
+        // Alterations fsync and PBKDF2 is slow on purpose; keep both off the async workers.
+        let h = Arc::clone(handler);
+        let outcome = match tokio::task::spawn_blocking(move || {
+            let outcome = h.handle(&mut session, &frame);
+            (outcome, session)
+        })
+        .await
+        {
+            Ok((outcome, s)) => {
+                session = s;
+                outcome
+            }
+            Err(e) => {
+                warn!(%peer, "closing connection: request handler failed: {e}");
+                break;
+            }
+        };
+        match outcome {
+            Outcome::Respond(body) => {
+                if !connection.write_frame(&body, &mut shutdown).await {
+                    // A peer that does not read would not take a TLS close_notify either, and a
+                    // TLS shutdown waits to send it: drop the connection without one.
+                    debug!(%peer, "closing connection: the response was not taken");
+                    return;
+                }
+            }
+            Outcome::RespondAndClose(body, reason) => {
+                if let Some(addr) = session.peer() {
+                    failed_authentication(addr, session.listener(), &reason.to_string(), config)
+                        .await;
+                }
+                if !connection.write_frame(&body, &mut shutdown).await {
+                    return;
+                }
+                break;
+            }
+            Outcome::Close(reason) => {
+                warn!(%peer, listener = session.listener(), "closing connection: {reason}");
+                break;
+            }
+        }
+    }
+    connection.close().await;
+}

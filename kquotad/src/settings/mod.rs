@@ -1,0 +1,289 @@
+//! Everything `kquotad` is configured with: [`ServerConfig`], set key by key as Kafka's
+//! `server.properties` would ([`ServerConfig::set`]), each value checked once, as it is set, into a
+//! type that holds only a usable value.
+
+mod listeners;
+mod properties;
+
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use kquota::SubQuotaPolicy;
+use kquota_wire::tls::ClientAuth;
+use kquota_wire::{
+    parse_super_users, Principal, SaslMechanism, ScramMechanism, DEFAULT_MAX_REQUEST_BYTES,
+};
+
+use crate::error::{ConfigError, Problem};
+
+pub use listeners::{AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap};
+pub use properties::{parse_properties, KNOWN_PROPERTIES};
+
+/// TLS settings shared by the SSL and SASL_SSL listeners, named as Kafka's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SslSettings {
+    /// `ssl.keystore.location`: a PEM file with the certificate chain and the private key.
+    pub keystore_location: Option<String>,
+    /// `ssl.keystore.certificate.chain`: the PEM certificate chain, inline.
+    pub keystore_certificate_chain: Option<String>,
+    /// `ssl.keystore.key`: the PEM private key, inline.
+    pub keystore_key: Option<String>,
+    /// `ssl.truststore.location`: a PEM file of trusted CA certificates (client certificates).
+    pub truststore_location: Option<String>,
+    /// `ssl.truststore.certificates`: the trusted PEM certificates, inline.
+    pub truststore_certificates: Option<String>,
+    /// `ssl.client.auth`.
+    pub client_auth: ClientAuth,
+}
+
+/// Everything `kquotad` is configured with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerConfig {
+    /// Where to listen, in Kafka's syntax (`listeners=PLAINTEXT://127.0.0.1:9092,SSL://:9093`);
+    /// see [`ServerConfig::listener_configs`].
+    pub listeners: Listeners,
+    /// `listener.security.protocol.map` (`NAME:PROTOCOL,...`); a listener named after a protocol
+    /// needs no entry.
+    pub listener_protocol_map: ProtocolMap,
+    /// What clients are told to connect to, per listener name (`advertised.listeners`); a listener
+    /// not named is advertised at its bound address.
+    pub advertised: AdvertisedListeners,
+    /// The data directory (`kquota.data.dir`).
+    pub data_dir: PathBuf,
+    /// The sub-quota policy (`kquota.sub.quota.policy`: `kip55` or `kafka`).
+    pub policy: SubQuotaPolicy,
+    /// The live broker count `bps` quotas divide by (`kquota.broker.count`).
+    pub broker_count: NonZeroU32,
+    /// Producer capacity for `shares` quotas, bytes/s (`kquota.producer.capacity.bytes.per.sec`).
+    pub producer_capacity: Option<f64>,
+    /// Consumer capacity for `shares` quotas, bytes/s (`kquota.consumer.capacity.bytes.per.sec`).
+    pub consumer_capacity: Option<f64>,
+    /// Largest request frame (`socket.request.max.bytes`).
+    pub max_request_bytes: NonZeroUsize,
+    /// Largest request frame on a SASL listener before the client has authenticated
+    /// (`sasl.server.max.receive.size`, 512 KiB as in Kafka): unauthenticated peers cannot make the
+    /// server hold `socket.request.max.bytes` each.
+    pub sasl_max_receive_bytes: NonZeroUsize,
+    /// Most connections open at once (`max.connections`).
+    pub max_connections: NonZeroUsize,
+    /// Most connections open at once from one client address (`max.connections.per.ip`;
+    /// unlimited by default, as in Kafka).
+    pub max_connections_per_ip: NonZeroUsize,
+    /// Idle time after which a connection is closed (`connections.max.idle.ms`).
+    pub idle_timeout: Duration,
+    /// This node's id (`node.id`).
+    pub node_id: i32,
+    /// The cluster id reported to clients (`cluster.id`).
+    pub cluster_id: String,
+    /// The principals that may alter quotas (`super.users=User:alice;User:bob`).
+    pub super_users: Vec<Principal>,
+    /// Whether `User:ANONYMOUS` may describe quotas (`kquota.describe.allow.anonymous`, false).
+    pub describe_allow_anonymous: bool,
+    /// Whether apiKey 50 serves the seeds' draft AlterQuotas (`kquota.draft.alter.quotas.enable`,
+    /// true). Kafka uses 50 for DescribeUserScramCredentials, which Kafka's own `kafka-configs`
+    /// calls when describing users; with the draft off, that call fails at once instead of timing out.
+    pub draft_alter_quotas: bool,
+    /// `sasl.enabled.mechanisms` (default `SCRAM-SHA-256,SCRAM-SHA-512`).
+    pub sasl_mechanisms: Vec<SaslMechanism>,
+    /// `sasl.credentials.file`: the SCRAM credentials of SASL users.
+    pub sasl_credentials_file: Option<PathBuf>,
+    /// How long a connection that failed authentication waits before it is closed
+    /// (`connection.failed.authentication.delay.ms`, 100).
+    pub failed_authentication_delay: Duration,
+    /// TLS settings (`ssl.*`).
+    pub ssl: SslSettings,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        let nonzero = |n: usize| NonZeroUsize::new(n).expect("a default limit is not 0");
+        ServerConfig {
+            listeners: "PLAINTEXT://127.0.0.1:9092"
+                .parse()
+                .expect("the default listener is well formed"),
+            listener_protocol_map: ProtocolMap::default(),
+            advertised: AdvertisedListeners::default(),
+            data_dir: PathBuf::from("kquota-data"),
+            policy: SubQuotaPolicy::Kip55,
+            broker_count: NonZeroU32::MIN,
+            producer_capacity: None,
+            consumer_capacity: None,
+            max_request_bytes: nonzero(DEFAULT_MAX_REQUEST_BYTES),
+            sasl_max_receive_bytes: nonzero(524_288),
+            max_connections: nonzero(1024),
+            max_connections_per_ip: NonZeroUsize::MAX,
+            idle_timeout: Duration::from_millis(600_000),
+            node_id: 1,
+            cluster_id: "kquota-cluster".to_owned(),
+            super_users: Vec::new(),
+            describe_allow_anonymous: false,
+            draft_alter_quotas: true,
+            sasl_mechanisms: vec![
+                SaslMechanism::Scram(ScramMechanism::Sha256),
+                SaslMechanism::Scram(ScramMechanism::Sha512),
+            ],
+            sasl_credentials_file: None,
+            failed_authentication_delay: Duration::from_millis(100),
+            ssl: SslSettings::default(),
+        }
+    }
+}
+
+/// A trimmed number, if `value` is one.
+fn number<T: FromStr>(value: &str) -> Option<T> {
+    value.trim().parse().ok()
+}
+
+/// `true` or `false`.
+fn boolean(value: &str) -> Result<bool, Problem> {
+    match value.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(Problem::NotBool),
+    }
+}
+
+/// A value that must not be empty.
+fn non_empty(value: &str) -> Result<&str, Problem> {
+    if value.is_empty() {
+        return Err(Problem::Empty);
+    }
+    Ok(value)
+}
+
+/// A frame size: Kafka's `int` settings, 1 to 2³¹ − 1.
+fn frame_size(value: &str) -> Result<NonZeroUsize, Problem> {
+    number::<i32>(value)
+        .filter(|n| *n > 0)
+        .and_then(|n| NonZeroUsize::new(n as usize))
+        .ok_or(Problem::FrameSize)
+}
+
+/// A count of at least 1.
+fn count<T: FromStr>(value: &str) -> Result<T, Problem> {
+    number(value).ok_or(Problem::WholeNumberAtLeast(1))
+}
+
+impl ServerConfig {
+    /// Applies one `key=value` setting. Unknown keys are an error here; callers that read files warn
+    /// about them instead (see [`KNOWN_PROPERTIES`]).
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        self.apply(key, value).map_err(|e| match e {
+            Some(problem) => ConfigError::value(key, value, problem),
+            None => ConfigError::UnknownKey(key.to_owned()),
+        })
+    }
+
+    /// [`ServerConfig::set`]; `Err(None)` for an unknown key.
+    fn apply(&mut self, key: &str, value: &str) -> Result<(), Option<Problem>> {
+        match key {
+            "listeners" => self.listeners = value.parse()?,
+            "listener.security.protocol.map" => self.listener_protocol_map = value.parse()?,
+            "advertised.listeners" => self.advertised = value.parse()?,
+            "super.users" => {
+                self.super_users =
+                    parse_super_users(value).map_err(|e| Problem::Refused(e.into()))?
+            }
+            "kquota.describe.allow.anonymous" => self.describe_allow_anonymous = boolean(value)?,
+            "kquota.draft.alter.quotas.enable" => self.draft_alter_quotas = boolean(value)?,
+            "sasl.enabled.mechanisms" => {
+                let mut mechanisms = Vec::new();
+                for m in value.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+                    let m = m
+                        .parse::<SaslMechanism>()
+                        .map_err(|e| Problem::Refused(e.into()))?;
+                    if !mechanisms.contains(&m) {
+                        mechanisms.push(m);
+                    }
+                }
+                if mechanisms.is_empty() {
+                    return Err(Some(Problem::NoMechanism));
+                }
+                self.sasl_mechanisms = mechanisms;
+            }
+            "sasl.credentials.file" => {
+                self.sasl_credentials_file = Some(PathBuf::from(non_empty(value)?))
+            }
+            "connection.failed.authentication.delay.ms" => {
+                self.failed_authentication_delay =
+                    Duration::from_millis(number(value).ok_or(Problem::Milliseconds(0))?)
+            }
+            "ssl.keystore.type" | "ssl.truststore.type" => {
+                if !value.eq_ignore_ascii_case("PEM") {
+                    return Err(Some(Problem::NotPem));
+                }
+            }
+            "ssl.keystore.location" => self.ssl.keystore_location = Some(value.to_owned()),
+            "ssl.keystore.certificate.chain" => {
+                self.ssl.keystore_certificate_chain = Some(value.to_owned())
+            }
+            "ssl.keystore.key" => self.ssl.keystore_key = Some(value.to_owned()),
+            "ssl.key.password" | "ssl.keystore.password" => {
+                if !value.is_empty() {
+                    return Err(Some(Problem::EncryptedKey));
+                }
+            }
+            "ssl.truststore.location" => self.ssl.truststore_location = Some(value.to_owned()),
+            "ssl.truststore.certificates" => {
+                self.ssl.truststore_certificates = Some(value.to_owned())
+            }
+            "ssl.client.auth" => {
+                self.ssl.client_auth = value
+                    .parse::<ClientAuth>()
+                    .map_err(|e| Problem::Refused(e.into()))?
+            }
+            "ssl.principal.mapping.rules" => {
+                if value.trim() != "DEFAULT" {
+                    return Err(Some(Problem::PrincipalMapping));
+                }
+            }
+            "kquota.data.dir" => self.data_dir = PathBuf::from(non_empty(value)?),
+            "kquota.sub.quota.policy" => {
+                self.policy = value
+                    .parse::<SubQuotaPolicy>()
+                    .map_err(|e| Problem::Refused(e.into()))?
+            }
+            "kquota.broker.count" => self.broker_count = count(value)?,
+            "kquota.producer.capacity.bytes.per.sec" | "kquota.consumer.capacity.bytes.per.sec" => {
+                let v: f64 = number(value)
+                    .filter(|v: &f64| v.is_finite() && *v > 0.0)
+                    .ok_or(Problem::PositiveNumber)?;
+                if key.starts_with("kquota.producer") {
+                    self.producer_capacity = Some(v);
+                } else {
+                    self.consumer_capacity = Some(v);
+                }
+            }
+            "socket.request.max.bytes" => self.max_request_bytes = frame_size(value)?,
+            "sasl.server.max.receive.size" => self.sasl_max_receive_bytes = frame_size(value)?,
+            "max.connections" => self.max_connections = count(value)?,
+            "max.connections.per.ip" => self.max_connections_per_ip = count(value)?,
+            "connections.max.idle.ms" => {
+                self.idle_timeout = Duration::from_millis(
+                    number(value)
+                        .filter(|n| *n >= 1)
+                        .ok_or(Problem::Milliseconds(1))?,
+                )
+            }
+            "node.id" => {
+                self.node_id = number(value)
+                    .filter(|n| *n >= 0)
+                    .ok_or(Problem::WholeNumberAtLeast(0))?
+            }
+            "cluster.id" => self.cluster_id = non_empty(value)?.to_owned(),
+            _ => return Err(None),
+        }
+        Ok(())
+    }
+
+    /// The listeners, with their protocols resolved through `listener.security.protocol.map`.
+    /// Refused: a listener whose name is no protocol and is not mapped, a host that is not an IP
+    /// address, and a name or a port (other than 0) used twice.
+    pub fn listener_configs(&self) -> Result<Vec<ListenerConfig>, ConfigError> {
+        self.listeners
+            .resolve(&self.listener_protocol_map)
+            .map_err(|problem| ConfigError::value("listeners", self.listeners.as_str(), problem))
+    }
+}
