@@ -1,0 +1,197 @@
+//! The meter of one connection: its resolved quotas and the buckets they are metered in.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::bucket::{Bucket, Measure};
+use super::decision::{BucketOwner, MutationDecision, Throttle};
+use super::{rate, Meter, FETCH_KEYS, PRODUCE_KEYS};
+use crate::key::QuotaKey;
+use crate::resolve::Resolved;
+use crate::scope::BucketScope;
+
+/// The meter of one connection's (user, client-id). Not shared between threads: each connection owns
+/// one, and the buckets behind it are shared.
+#[derive(Debug)]
+pub struct ClientMeter {
+    meter: Meter,
+    user: Arc<str>,
+    client_id: Arc<str>,
+    generation: u64,
+    sweeps: u64,
+    resolved: Resolved,
+    buckets: [Option<Arc<Bucket>>; QuotaKey::CLIENT_COUNT],
+}
+
+impl ClientMeter {
+    /// The meter of `(user, client_id)`, resolved and with its buckets.
+    pub(super) fn open(meter: Meter, user: &str, client_id: &str) -> ClientMeter {
+        let resolved = meter.inner.engine.resolve(user, client_id);
+        let mut client = ClientMeter {
+            meter,
+            user: Arc::from(user),
+            client_id: Arc::from(client_id),
+            generation: u64::MAX,
+            sweeps: 0,
+            resolved,
+            buckets: Default::default(),
+        };
+        client.refresh();
+        client
+    }
+
+    /// Re-resolves if the configuration changed since the last request, or a bucket expired.
+    #[inline]
+    fn refresh(&mut self) {
+        let inner = &self.meter.inner;
+        let generation = inner.engine.generation();
+        let sweeps = inner.sweeps.load(Ordering::Acquire);
+        if generation == self.generation && sweeps == self.sweeps {
+            return;
+        }
+        let expired = self
+            .buckets
+            .iter()
+            .flatten()
+            .any(|b| b.expired.load(Ordering::Acquire));
+        self.sweeps = sweeps;
+        if generation == self.generation && !expired {
+            return;
+        }
+        self.generation = generation;
+        self.resolved = inner.engine.resolve(&self.user, &self.client_id);
+        for key in QuotaKey::client_keys() {
+            self.buckets[key.index()] = self.resolved.get(key).map(|q| {
+                let owner = match q.bucket_scope() {
+                    BucketScope::UserClient => {
+                        BucketOwner::UserClient(self.user.clone(), self.client_id.clone())
+                    }
+                    BucketScope::User => BucketOwner::User(self.user.clone()),
+                    BucketScope::ClientId => BucketOwner::ClientId(self.client_id.clone()),
+                };
+                inner.bucket(key, owner, Some(q.level))
+            });
+        }
+    }
+
+    /// The effective quotas of this connection (re-resolved if the configuration changed).
+    pub fn quotas(&mut self) -> &Resolved {
+        self.refresh();
+        &self.resolved
+    }
+
+    fn record_bytes(&mut self, keys: &[QuotaKey], bytes: u64) -> Throttle {
+        self.refresh();
+        let inner = &self.meter.inner;
+        // The longest throttle and its bucket; the cause is built only if there is one.
+        let mut longest: Option<(u64, &Bucket)> = None;
+        let mut now = None;
+        for &key in keys {
+            let (Some(bucket), Some(q)) = (&self.buckets[key.index()], self.resolved.get(key))
+            else {
+                continue;
+            };
+            // One clock read per request, and none when no quota applies.
+            let now = *now.get_or_insert_with(|| inner.clock.now_ms());
+            let Some(limit) = inner.broker_limit(bucket, key, q.limit, now) else {
+                // Unenforced shares still count as activity for the split.
+                bucket.last_ms.store(now, Ordering::Relaxed);
+                continue;
+            };
+            let ms = inner.record_rate(bucket, limit, bytes as f64, None, now);
+            if ms > longest.map_or(0, |(longest, _)| longest) {
+                longest = Some((ms, bucket));
+            }
+        }
+        longest.map_or_else(Throttle::default, |(ms, bucket)| bucket.throttle(ms))
+    }
+
+    /// Records a produce request of `bytes` and returns the throttle.
+    pub fn produce(&mut self, bytes: u64) -> Throttle {
+        self.record_bytes(&PRODUCE_KEYS, bytes)
+    }
+
+    /// Records a fetch response of `bytes` and returns the throttle.
+    pub fn fetch(&mut self, bytes: u64) -> Throttle {
+        self.record_bytes(&FETCH_KEYS, bytes)
+    }
+
+    /// Records request-handler time and returns the throttle, capped at one sample window as Kafka caps
+    /// request-time throttles.
+    pub fn request_time(&mut self, nanos: u64) -> Throttle {
+        self.refresh();
+        let key = QuotaKey::REQUEST_PERCENTAGE;
+        let (Some(bucket), Some(q)) = (&self.buckets[key.index()], self.resolved.get(key)) else {
+            return Throttle::default();
+        };
+        let inner = &self.meter.inner;
+        // Kafka records thread time as a percentage of one thread-second.
+        let value = nanos as f64 * 100.0 / 1e9;
+        let now = inner.clock.now_ms();
+        let ms = inner.record_rate(bucket, q.limit, value, Some(inner.window.window_ms), now);
+        bucket.throttle(ms)
+    }
+
+    /// Records `n` partition mutations against `controller_mutation_rate`.
+    #[must_use = "in strict mode a request from a bucket in debt is refused"]
+    pub fn mutations(&mut self, n: u32) -> MutationDecision {
+        self.refresh();
+        let key = QuotaKey::CONTROLLER_MUTATION_RATE;
+        let (Some(bucket), Some(q)) = (&self.buckets[key.index()], self.resolved.get(key)) else {
+            return MutationDecision {
+                accepted: true,
+                throttle: Throttle::default(),
+            };
+        };
+        let inner = &self.meter.inner;
+        let now = inner.clock.now_ms();
+        bucket.touch(now);
+        let (accepted, ms) = {
+            let mut state = bucket.state.lock();
+            let Measure::Tokens(tb) = &mut state.measure else {
+                return MutationDecision {
+                    accepted: true,
+                    throttle: Throttle::default(),
+                };
+            };
+            let before = tb.tokens(inner.window, q.limit, now);
+            let (accepted, tokens) = if inner.config.strict_mutations && before < 0.0 {
+                (false, before)
+            } else {
+                tb.record(inner.window, q.limit, f64::from(n), now);
+                (true, tb.tokens(inner.window, q.limit, now))
+            };
+            let ms = rate::token_throttle_ms(tokens, q.limit);
+            let recorded = if accepted { f64::from(n) } else { 0.0 };
+            state.note(q.limit, recorded, ms);
+            (accepted, ms)
+        };
+        MutationDecision {
+            accepted,
+            throttle: Throttle {
+                ms,
+                cause: (ms > 0).then(|| bucket.cause()),
+            },
+        }
+    }
+
+    /// The largest fetch response the connection's consumer buckets can take within one quota window
+    /// (Kafka's `limit × (samples − 1) × window`), or `None` if no consumer quota applies.
+    pub fn max_fetch_bytes(&mut self) -> Option<u64> {
+        self.refresh();
+        let inner = &self.meter.inner;
+        let now = inner.clock.now_ms();
+        let seconds = (inner.window.samples.saturating_sub(1) as u64 * inner.window.window_ms)
+            as f64
+            / 1000.0;
+        FETCH_KEYS
+            .iter()
+            .filter_map(|&key| {
+                let bucket = self.buckets[key.index()].as_ref()?;
+                let q = self.resolved.get(key)?;
+                inner.broker_limit(bucket, key, q.limit, now)
+            })
+            .map(|limit| (limit * seconds) as u64)
+            .min()
+    }
+}
