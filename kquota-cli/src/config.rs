@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::jaas::{parse_jaas, JaasError, PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE};
-use kquota_wire::tls::{self, KeyPair};
+use kquota_wire::properties::PropertiesError;
+use kquota_wire::tls::{self, KeyPair, TlsError};
 use kquota_wire::{SaslMechanism, SecurityProtocol};
 
 /// Keys this client understands; any other key is reported as a warning, never silently dropped.
@@ -102,12 +103,8 @@ pub enum ConfigError {
         /// The error in it.
         error: Box<ConfigError>,
     },
-    /// The text is not Java properties (a malformed `\uXXXX` escape); the message names the line.
-    #[non_exhaustive]
-    Syntax {
-        /// The parser's message.
-        message: String,
-    },
+    /// The text is not Java properties (a malformed `\uXXXX` escape, on a line it names).
+    Syntax(PropertiesError),
     /// A key has a value this client does not accept.
     #[non_exhaustive]
     InvalidValue {
@@ -162,13 +159,9 @@ pub enum ConfigError {
     },
     /// Only one of a client certificate chain and its private key is given.
     IncompleteKeystore,
-    /// A certificate or key (`ssl.truststore.*`, `ssl.keystore.*`) cannot be used; the message
+    /// A certificate or key (`ssl.truststore.*`, `ssl.keystore.*`) cannot be used; the error
     /// names the key.
-    #[non_exhaustive]
-    Tls {
-        /// The TLS layer's message.
-        message: String,
-    },
+    Tls(TlsError),
 }
 
 impl fmt::Display for ConfigError {
@@ -180,7 +173,8 @@ impl fmt::Display for ConfigError {
             ConfigError::InFile { path, error } => {
                 write!(f, "--command-config {}: {error}", path.display())
             }
-            ConfigError::Syntax { message } | ConfigError::Tls { message } => f.write_str(message),
+            ConfigError::Syntax(e) => e.fmt(f),
+            ConfigError::Tls(e) => e.fmt(f),
             ConfigError::InvalidValue { key, value, reason } => {
                 write!(f, "{key}={value}: {reason}")
             }
@@ -256,9 +250,7 @@ impl ClientConfig {
         let mut warnings = Vec::new();
         // Security keys depend on each other; they are read first and checked together below.
         let mut security: BTreeMap<String, String> = BTreeMap::new();
-        let properties = kquota_wire::properties::parse(text).map_err(|e| ConfigError::Syntax {
-            message: e.to_string(),
-        })?;
+        let properties = kquota_wire::properties::parse(text).map_err(ConfigError::Syntax)?;
         for property in properties {
             let (key, value) = (property.key, property.value.trim().to_owned());
             match key.as_str() {
@@ -376,9 +368,7 @@ impl ClientConfig {
                     });
                 }
             }
-            let tls_err = |e: tls::TlsError| ConfigError::Tls {
-                message: e.to_string(),
-            };
+            let tls_err = ConfigError::Tls;
             let mut trust = Vec::new();
             if let Some(path) = get("ssl.truststore.location") {
                 let pem = tls::read_pem_file(path, "ssl.truststore.location").map_err(tls_err)?;
@@ -540,6 +530,39 @@ mod tests {
 
     fn error(text: &str) -> String {
         ClientConfig::from_properties(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_say_which_key_and_value() {
+        let e = |text: &str| ClientConfig::from_properties(text).unwrap_err();
+        assert!(matches!(
+            e("request.timeout.ms= soon \n"),
+            ConfigError::InvalidTimeout { value } if value == "soon"
+        ));
+        assert!(matches!(
+            e("security.protocol=TLS"),
+            ConfigError::InvalidValue { key, value, .. } if key == "security.protocol" && value == "TLS"
+        ));
+        assert!(matches!(
+            e("security.protocol=SASL_SSL"),
+            ConfigError::Missing {
+                key: "sasl.mechanism",
+                protocol: SecurityProtocol::SaslSsl,
+                ..
+            }
+        ));
+        assert!(matches!(
+            e("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config=M required"),
+            ConfigError::Jaas(JaasError::MissingSemicolon)
+        ));
+        assert!(matches!(
+            e("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"a\" password=\"\";"),
+            ConfigError::MissingJaasOption { option: "password" }
+        ));
+        assert!(matches!(
+            e("client.id=\\u00"),
+            ConfigError::Syntax(p) if p.line == 1
+        ));
     }
 
     #[test]
