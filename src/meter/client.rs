@@ -155,7 +155,7 @@ impl ClientMeter {
                 };
             };
             let before = tb.tokens(inner.window, q.limit, now);
-            let (accepted, tokens) = if inner.config.strict_mutations && before < 0.0 {
+            let (accepted, tokens) = if inner.config.strict_mutations() && before < 0.0 {
                 (false, before)
             } else {
                 tb.record(inner.window, q.limit, f64::from(n), now);

@@ -24,7 +24,7 @@ mod rate;
 
 pub use client::ClientMeter;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::MeterConfig;
+pub use config::{MeterConfig, MeterConfigBuilder, MeterConfigError};
 pub use decision::{BucketOwner, BucketSnapshot, MutationDecision, Throttle, ThrottleCause};
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -169,7 +169,7 @@ impl Meter {
 impl Inner {
     fn sweep(&self, now: u64) -> usize {
         self.last_sweep.store(now, Ordering::Relaxed);
-        let expiry = self.config.idle_expiry.as_millis() as u64;
+        let expiry = self.config.idle_expiry_ms();
         let before = self.buckets.len();
         self.buckets.retain(|_, b| {
             let keep = now.saturating_sub(b.last_active()) < expiry;

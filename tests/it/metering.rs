@@ -83,10 +83,10 @@ fn mutation_token_bucket_permissive() {
     let engine = Engine::new();
     alter_ok(&engine, &[user("u").set("controller_mutation_rate", 2.0)]);
     let clock = Arc::new(ManualClock::new(T0));
-    let config = MeterConfig {
-        strict_mutations: false,
-        ..MeterConfig::default()
-    };
+    let config = MeterConfig::builder()
+        .strict_mutations(false)
+        .build()
+        .unwrap();
     let meter = Meter::with_clock(Arc::new(engine), clock.clone(), config);
     let mut c = meter.client("u", "c");
     assert_eq!(c.mutations(30).throttle.ms, 4_000);
