@@ -30,6 +30,28 @@
 //! draft apiKey 50 (which Apache Kafka later gave to DescribeUserScramCredentials) and each deviation
 //! from Kafka.
 //!
+//! # Features
+//!
+//! The counts are of the crates in `cargo tree -p kquota-wire -e normal --prefix none` (this crate
+//! and the engine included, each crate once); the engine alone, `kquota`, is 22.
+//!
+//! | feature | enables | dependency tree |
+//! | --- | --- | --- |
+//! | (default) | the handler, sessions, SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), the authorizer, the credentials file | 51 crates |
+//! | `tls` | the `tls` module: rustls server and client configurations from PEM, for SSL and SASL_SSL listeners | 56 (+5: rustls, rustls-pki-types, rustls-webpki, subtle, zeroize) |
+//! | `properties` | the `properties` module: Java properties files, read as `java.util.Properties.load` reads them | 61 (+10: java-properties, encoding_rs, regex and its parts, ...) |
+//! | `tls` and `properties` | both | 66 |
+//!
+//! SCRAM and SASL are always on, not behind a default feature. The handler serves SASL listeners
+//! itself ([`Handler::with_sasl`], a [`Session`]'s SASL stage), so a build without them would have a
+//! [`SecurityProtocol`] it cannot serve and a handler whose type differs by feature; ring is needed
+//! under `tls` anyway (it is rustls' provider here). Without them the tree would be 12 crates
+//! smaller: ring (with getrandom and untrusted), base64, and serde, serde_derive and serde_json
+//! (with their parts) for the credentials file. ring compiles C and assembly: building this crate
+//! needs a C compiler (`cc`, or `clang`) for the target.
+//!
+//! # Example
+//!
 //! ```
 //! use std::sync::Arc;
 //! use kquota::Engine;
@@ -55,40 +77,47 @@ mod cluster;
 mod describe;
 mod frame;
 mod handler;
-#[cfg(feature = "properties")]
-pub mod properties;
 mod sasl;
 mod security;
 
-// The public interface.
+// The public interface: everything a broker, kquotad or kquota-cli uses, and nothing else. Each group
+// is re-exported from the private module that implements it, so the crate's paths do not follow its
+// file layout.
 
-// The handler and what it answers.
-pub use handler::{
+// The handler and what it answers: one frame in, one outcome out.
+pub use crate::handler::{
     ApiSupport, CloseReason, Handler, Outcome, ServerInfo, ALTER_CLIENT_QUOTAS, ALTER_QUOTAS,
     API_VERSIONS, DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, METADATA, SASL_APIS, SASL_AUTHENTICATE,
     SASL_HANDSHAKE, SUPPORTED_APIS,
 };
-// Framing and the limits on what a peer may send.
-pub use alter::{MAX_OPS_PER_ENTRY, MAX_PARTS_PER_ENTRY};
-pub use frame::{request_size, CodecError, DEFAULT_MAX_REQUEST_BYTES};
-// The seeds' draft AlterQuotas (apiKey 50) and its codec.
-pub use alter_quotas::{
+
+// Framing, and the limits on what a peer may send.
+pub use crate::alter::{MAX_OPS_PER_ENTRY, MAX_PARTS_PER_ENTRY};
+pub use crate::frame::{request_size, CodecError, DEFAULT_MAX_REQUEST_BYTES};
+
+// The seeds' draft AlterQuotas (apiKey 50) and its codec: `kafka-protocol` has none, so clients and
+// tests of a broker serving the draft use these.
+pub use crate::alter_quotas::{
     draft_key, AlterQuotasEntry, AlterQuotasRequest, AlterQuotasResponse, AlterQuotasResult,
     QuotaEntityData, QuotaOp,
 };
-// Who is asking: sessions, principals, SASL and the authorizer.
-pub use security::{
-    parse_super_users, AuthContext, Authorizer, DefaultPrincipalBuilder, Principal,
-    PrincipalBuilder, SaslConfig, SaslMechanism, SecurityProtocol, Session,
+
+// Who is asking: sessions, security protocols, principals and the authorizer.
+pub use crate::security::{
+    parse_super_users, AuthContext, Authorizer, DefaultPrincipalBuilder, ParseError, Principal,
+    PrincipalBuilder, PrincipalError, SaslConfig, SaslMechanism, SecurityProtocol, Session,
 };
-// SCRAM (RFC 5802) for both ends, and the credentials file.
-pub use security::credentials::Credentials;
-pub use security::scram::{
-    ClientFirst, CredentialError, ScramClient, ScramCredential, ScramError, ScramMechanism,
-    ScramServer, MAX_ITERATIONS, MIN_ITERATIONS,
+
+// SASL/SCRAM (RFC 5802): the users a SASL listener knows, and the client side for admin tools.
+pub use crate::security::credentials::Credentials;
+pub use crate::security::scram::{
+    CredentialError, ScramClient, ScramCredential, ScramError, ScramMechanism, MAX_ITERATIONS,
+    MIN_ITERATIONS,
 };
-// Principals from client certificates.
-pub use security::dn::{name_rfc2253, subject_dn, DnError};
+
+// Principals from client certificates, for a broker's own PrincipalBuilder.
+pub use crate::security::dn::{subject_dn, DnError};
+
 /// TLS configurations from PEM files, for listeners and for clients (the `tls` feature).
 #[cfg(feature = "tls")]
 pub mod tls {
@@ -97,3 +126,8 @@ pub mod tls {
         KeyPair, TlsError,
     };
 }
+
+// Java properties files, read as Kafka reads its configuration (the `properties` feature): a
+// module of its own, whose docs say how its reading differs from Java's.
+#[cfg(feature = "properties")]
+pub mod properties;

@@ -57,18 +57,45 @@ pub enum Separator {
     Missing,
 }
 
-/// Properties text that cannot be read: a malformed `\uXXXX` escape.
+/// Properties text that cannot be read: a malformed `\uXXXX` escape, and on which line.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PropertiesError {
     /// The 1-based number of the line the bad entry starts on.
     pub line: usize,
     /// What is wrong.
-    pub message: String,
+    pub kind: PropertiesErrorKind,
+}
+
+/// What is wrong with properties text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PropertiesErrorKind {
+    /// A `\uXXXX` escape names half of a UTF-16 surrogate pair, which is not read (see the
+    /// module docs).
+    SurrogateEscape,
+    /// A `\u` not followed by four hex digits.
+    MalformedEscape {
+        /// The parser's reason (`not enough digits`, `not hex`).
+        reason: String,
+    },
+    /// Anything else the underlying `java-properties` parser refuses: its description.
+    Other(String),
 }
 
 impl fmt::Display for PropertiesError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
+        write!(f, "line {}: ", self.line)?;
+        match &self.kind {
+            PropertiesErrorKind::SurrogateEscape => f.write_str(
+                "a \\uXXXX escape names half of a UTF-16 surrogate pair, which is not read; write the character itself (the file is UTF-8)",
+            ),
+            PropertiesErrorKind::MalformedEscape { reason } => write!(
+                f,
+                "malformed \\uXXXX escape ({reason}): \\u must be followed by four hex digits; write \\\\ for a backslash"
+            ),
+            PropertiesErrorKind::Other(description) => f.write_str(description),
+        }
     }
 }
 
@@ -131,19 +158,19 @@ fn error(e: &java_properties::PropertiesError) -> PropertiesError {
     // The message without the crate's " (line_number = N)" suffix, which Display adds.
     #[allow(deprecated)]
     let description = std::error::Error::description(e);
-    let message = match description
+    let kind = match description
         .strip_prefix("Malformed \\uxxxx encoding: ")
         .map(|reason| reason.trim_end_matches('.'))
     {
-        Some("invalid character") => "a \\uXXXX escape names half of a UTF-16 surrogate pair, which is not read; write the character itself (the file is UTF-8)".to_owned(),
-        Some(reason) => format!(
-            "malformed \\uXXXX escape ({reason}): \\u must be followed by four hex digits; write \\\\ for a backslash"
-        ),
-        None => description.to_owned(),
+        Some("invalid character") => PropertiesErrorKind::SurrogateEscape,
+        Some(reason) => PropertiesErrorKind::MalformedEscape {
+            reason: reason.to_owned(),
+        },
+        None => PropertiesErrorKind::Other(description.to_owned()),
     };
     PropertiesError {
         line: e.line_number().unwrap_or(0),
-        message,
+        kind,
     }
 }
 
@@ -351,7 +378,10 @@ mod tests {
         ] {
             let e = parse(text).unwrap_err();
             assert_eq!(e.line, 2, "{text:?}");
-            assert!(e.message.contains(reason), "{e}");
+            assert!(
+                matches!(&e.kind, PropertiesErrorKind::MalformedEscape { reason: r } if r == reason),
+                "{e}"
+            );
             assert!(
                 e.to_string()
                     .starts_with("line 2: malformed \\uXXXX escape"),

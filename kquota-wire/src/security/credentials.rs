@@ -80,22 +80,25 @@ impl Credentials {
 
     /// Parses the JSON form; every field is checked.
     pub fn from_json(text: &str) -> Result<Credentials, CredentialError> {
-        let raw: BTreeMap<String, BTreeMap<String, Entry>> = serde_json::from_str(text)
-            .map_err(|e| CredentialError(format!("not a credentials file: {e}")))?;
+        let raw: BTreeMap<String, BTreeMap<String, Entry>> =
+            serde_json::from_str(text).map_err(CredentialError::NotACredentialsFile)?;
         let mut out = Credentials::new();
         for (user, mechanisms) in raw {
             if user.is_empty() {
-                return Err(CredentialError("an empty user name".to_owned()));
+                return Err(CredentialError::EmptyUserName);
             }
             for (name, e) in mechanisms {
                 let mechanism = ScramMechanism::from_name(&name).ok_or_else(|| {
-                    CredentialError(format!(
-                        "user '{user}': unknown mechanism '{name}' (SCRAM-SHA-256 or SCRAM-SHA-512)"
-                    ))
+                    CredentialError::UnknownMechanism {
+                        user: user.clone(),
+                        mechanism: name.clone(),
+                    }
                 })?;
-                let field = |what: &str, v: &str| {
-                    B64.decode(v).map_err(|_| {
-                        CredentialError(format!("user '{user}' {name}: {what} is not base64"))
+                let field = |field: &'static str, v: &str| {
+                    B64.decode(v).map_err(|_| CredentialError::NotBase64 {
+                        user: user.clone(),
+                        mechanism,
+                        field,
                     })
                 };
                 let len = match mechanism {
@@ -105,18 +108,18 @@ impl Credentials {
                 let stored_key = field("stored_key", &e.stored_key)?;
                 let server_key = field("server_key", &e.server_key)?;
                 if stored_key.len() != len || server_key.len() != len {
-                    return Err(CredentialError(format!(
-                        "user '{user}' {name}: stored_key and server_key must be {len} bytes"
-                    )));
+                    return Err(CredentialError::KeyLength {
+                        user,
+                        mechanism,
+                        expected: len,
+                    });
                 }
                 if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&e.iterations) {
-                    return Err(CredentialError(format!(
-                        "user '{user}' {name}: iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}"
-                    )));
+                    return Err(CredentialError::StoredIterations { user, mechanism });
                 }
                 let salt = field("salt", &e.salt)?;
                 if salt.is_empty() {
-                    return Err(CredentialError(format!("user '{user}' {name}: empty salt")));
+                    return Err(CredentialError::EmptySalt { user, mechanism });
                 }
                 out.insert(
                     &user,
@@ -135,10 +138,14 @@ impl Credentials {
 
     /// Reads a credentials file.
     pub fn load(path: &Path) -> Result<Credentials, CredentialError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| CredentialError(format!("cannot read {}: {e}", path.display())))?;
-        Credentials::from_json(&text)
-            .map_err(|e| CredentialError(format!("{}: {}", path.display(), e.0)))
+        let text = std::fs::read_to_string(path).map_err(|source| CredentialError::Unreadable {
+            path: path.to_owned(),
+            source,
+        })?;
+        Credentials::from_json(&text).map_err(|error| CredentialError::InFile {
+            path: path.to_owned(),
+            error: Box::new(error),
+        })
     }
 
     /// The JSON form, pretty-printed.

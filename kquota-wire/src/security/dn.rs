@@ -7,13 +7,38 @@
 
 use std::fmt::Write as _;
 
-/// Why a subject could not be read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DnError(pub &'static str);
+/// Why a subject could not be read: what is wrong with the certificate's DER.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DnError {
+    /// The DER ends inside an element.
+    Truncated,
+    /// A tag of more than one byte (certificates use none).
+    MultiByteTag,
+    /// A length in the indefinite form, of more than four bytes, or cut short.
+    BadLength,
+    /// An element other than the one the certificate's structure has there.
+    UnexpectedElement,
+    /// An object identifier arc above 2^32.
+    OidArcTooLarge,
+    /// An object identifier ends inside an arc.
+    TruncatedOid,
+    /// An empty object identifier.
+    EmptyOid,
+}
 
 impl std::fmt::Display for DnError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cannot read the certificate subject: {}", self.0)
+        let why = match self {
+            DnError::Truncated => "truncated",
+            DnError::MultiByteTag => "multi-byte tags are not used in certificates",
+            DnError::BadLength => "bad length",
+            DnError::UnexpectedElement => "unexpected element",
+            DnError::OidArcTooLarge => "OID arc too large",
+            DnError::TruncatedOid => "truncated OID",
+            DnError::EmptyOid => "empty OID",
+        };
+        write!(f, "cannot read the certificate subject: {why}")
     }
 }
 
@@ -32,17 +57,17 @@ struct Tlv<'a> {
 
 /// Reads one element from the front of `input`, returning it and the rest.
 fn read(input: &[u8]) -> Result<(Tlv<'_>, &[u8]), DnError> {
-    let (&tag, rest) = input.split_first().ok_or(DnError("truncated"))?;
+    let (&tag, rest) = input.split_first().ok_or(DnError::Truncated)?;
     if tag & 0x1f == 0x1f {
-        return Err(DnError("multi-byte tags are not used in certificates"));
+        return Err(DnError::MultiByteTag);
     }
-    let (&first, mut rest) = rest.split_first().ok_or(DnError("truncated"))?;
+    let (&first, mut rest) = rest.split_first().ok_or(DnError::Truncated)?;
     let len = if first < 0x80 {
         first as usize
     } else {
         let n = (first & 0x7f) as usize;
         if n == 0 || n > 4 || rest.len() < n {
-            return Err(DnError("bad length"));
+            return Err(DnError::BadLength);
         }
         let len = rest[..n]
             .iter()
@@ -51,7 +76,7 @@ fn read(input: &[u8]) -> Result<(Tlv<'_>, &[u8]), DnError> {
         len
     };
     if rest.len() < len {
-        return Err(DnError("truncated"));
+        return Err(DnError::Truncated);
     }
     let header = input.len() - rest.len();
     Ok((
@@ -67,7 +92,7 @@ fn read(input: &[u8]) -> Result<(Tlv<'_>, &[u8]), DnError> {
 fn expect(input: &[u8], tag: u8) -> Result<(Tlv<'_>, &[u8]), DnError> {
     let (tlv, rest) = read(input)?;
     if tlv.tag != tag {
-        return Err(DnError("unexpected element"));
+        return Err(DnError::UnexpectedElement);
     }
     Ok((tlv, rest))
 }
@@ -91,7 +116,7 @@ pub fn subject_dn(certificate_der: &[u8]) -> Result<String, DnError> {
 
 /// Formats the content of a DER `Name` (a sequence of RDN sets), last RDN first as RFC 2253
 /// requires.
-pub fn name_rfc2253(mut rdns: &[u8]) -> Result<String, DnError> {
+pub(crate) fn name_rfc2253(mut rdns: &[u8]) -> Result<String, DnError> {
     let mut parts = Vec::new();
     while !rdns.is_empty() {
         let (set, rest) = expect(rdns, SET)?;
@@ -132,18 +157,18 @@ fn dotted(oid: &[u8]) -> Result<String, DnError> {
     let mut acc: u64 = 0;
     for (i, b) in oid.iter().enumerate() {
         if acc > (u64::MAX >> 7) {
-            return Err(DnError("OID arc too large"));
+            return Err(DnError::OidArcTooLarge);
         }
         acc = (acc << 7) | u64::from(b & 0x7f);
         if b & 0x80 == 0 {
             arcs.push(acc);
             acc = 0;
         } else if i + 1 == oid.len() {
-            return Err(DnError("truncated OID"));
+            return Err(DnError::TruncatedOid);
         }
     }
     let Some(&first) = arcs.first() else {
-        return Err(DnError("empty OID"));
+        return Err(DnError::EmptyOid);
     };
     let (a, b) = if first < 80 {
         (first / 40, first % 40)

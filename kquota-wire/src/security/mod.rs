@@ -80,19 +80,69 @@ impl fmt::Display for SecurityProtocol {
 }
 
 impl FromStr for SecurityProtocol {
-    type Err = String;
+    type Err = ParseError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         SecurityProtocol::ALL
             .into_iter()
             .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| {
-                format!(
-                    "unknown security protocol '{s}' (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)"
-                )
+            .ok_or_else(|| ParseError::SecurityProtocol {
+                value: s.to_owned(),
             })
     }
 }
+
+/// A setting's value that names none of the values it may take: a security protocol, a SASL
+/// mechanism, a principal or `ssl.client.auth`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParseError {
+    /// Not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+    SecurityProtocol {
+        /// The value as given.
+        value: String,
+    },
+    /// Not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    SaslMechanism {
+        /// The value as given.
+        value: String,
+    },
+    /// Not `Type:name` (a `super.users` entry).
+    Principal {
+        /// The value as given.
+        value: String,
+    },
+    /// Not `required`, `requested` or `none` (`ssl.client.auth`).
+    ClientAuth {
+        /// The value as given.
+        value: String,
+    },
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::SecurityProtocol { value } => write!(
+                f,
+                "unknown security protocol '{value}' (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)"
+            ),
+            ParseError::SaslMechanism { value } => write!(
+                f,
+                "unsupported SASL mechanism '{value}' (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)"
+            ),
+            ParseError::Principal { value } => write!(
+                f,
+                "'{value}' is not a principal; write Type:name, e.g. User:alice"
+            ),
+            ParseError::ClientAuth { value } => write!(
+                f,
+                "ssl.client.auth={value}: expected required, requested or none"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
 
 /// A SASL mechanism this server can run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -127,14 +177,14 @@ impl fmt::Display for SaslMechanism {
 }
 
 impl FromStr for SaslMechanism {
-    type Err = String;
+    type Err = ParseError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         SaslMechanism::ALL
             .into_iter()
             .find(|m| m.name() == s.trim())
-            .ok_or_else(|| {
-                format!("unsupported SASL mechanism '{s}' (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)")
+            .ok_or_else(|| ParseError::SaslMechanism {
+                value: s.to_owned(),
             })
     }
 }
@@ -175,7 +225,7 @@ impl fmt::Display for Principal {
 }
 
 impl FromStr for Principal {
-    type Err = String;
+    type Err = ParseError;
 
     /// `Type:name`, as `super.users` lists them.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -184,9 +234,9 @@ impl FromStr for Principal {
                 principal_type: t.to_owned(),
                 name: n.to_owned(),
             }),
-            _ => Err(format!(
-                "'{s}' is not a principal; write Type:name, e.g. User:alice"
-            )),
+            _ => Err(ParseError::Principal {
+                value: s.to_owned(),
+            }),
         }
     }
 }
@@ -222,11 +272,45 @@ pub enum AuthContext<'a> {
 }
 
 /// Turns what a connection authenticated with into its principal. Brokers plug their own in with
-/// [`Handler::with_principal_builder`](crate::wire::Handler::with_principal_builder).
+/// [`Handler::with_principal_builder`](crate::Handler::with_principal_builder).
 pub trait PrincipalBuilder: fmt::Debug + Send + Sync {
-    /// The principal for `context`, or a message saying why there is none (the connection is then
-    /// refused).
-    fn build(&self, context: &AuthContext<'_>) -> Result<Principal, String>;
+    /// The principal for `context`, or why there is none (the connection is then refused).
+    fn build(&self, context: &AuthContext<'_>) -> Result<Principal, PrincipalError>;
+}
+
+/// Why a [`PrincipalBuilder`] gives a connection no principal.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PrincipalError {
+    /// The client certificate's subject cannot be read.
+    Certificate(dn::DnError),
+    /// A broker's own builder refuses the connection, for its own reason.
+    Refused(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl PrincipalError {
+    /// A refusal by a broker's own builder: `why` is a message or an error of its own.
+    pub fn refused(why: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> PrincipalError {
+        PrincipalError::Refused(why.into())
+    }
+}
+
+impl fmt::Display for PrincipalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PrincipalError::Certificate(e) => e.fmt(f),
+            PrincipalError::Refused(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for PrincipalError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PrincipalError::Certificate(e) => Some(e),
+            PrincipalError::Refused(e) => Some(e.as_ref()),
+        }
+    }
 }
 
 /// Kafka's `DefaultKafkaPrincipalBuilder` with `ssl.principal.mapping.rules=DEFAULT`:
@@ -236,7 +320,7 @@ pub trait PrincipalBuilder: fmt::Debug + Send + Sync {
 pub struct DefaultPrincipalBuilder;
 
 impl PrincipalBuilder for DefaultPrincipalBuilder {
-    fn build(&self, context: &AuthContext<'_>) -> Result<Principal, String> {
+    fn build(&self, context: &AuthContext<'_>) -> Result<Principal, PrincipalError> {
         match context {
             AuthContext::Plaintext { .. }
             | AuthContext::Ssl {
@@ -248,7 +332,7 @@ impl PrincipalBuilder for DefaultPrincipalBuilder {
                 ..
             } => dn::subject_dn(der)
                 .map(Principal::user)
-                .map_err(|e| e.to_string()),
+                .map_err(PrincipalError::Certificate),
             AuthContext::Sasl {
                 authorization_id, ..
             } => Ok(Principal::user(*authorization_id)),
@@ -312,7 +396,7 @@ impl Authorizer {
 }
 
 /// Parses `super.users`: principals separated by `;` (`User:alice;User:bob`).
-pub fn parse_super_users(value: &str) -> Result<Vec<Principal>, String> {
+pub fn parse_super_users(value: &str) -> Result<Vec<Principal>, ParseError> {
     value
         .split(';')
         .map(str::trim)
@@ -334,7 +418,7 @@ pub(crate) enum SaslStage {
     ScramFinal(Box<scram::ScramServer>),
 }
 
-/// One connection's security state, threaded through [`Handler::handle`](crate::wire::Handler::handle):
+/// One connection's security state, threaded through [`Handler::handle`](crate::Handler::handle):
 /// its listener, its principal, and where its authentication stands.
 #[derive(Clone, Debug)]
 pub struct Session {

@@ -138,23 +138,132 @@ impl fmt::Debug for ScramCredential {
     }
 }
 
-/// Why a credential cannot be made or used.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CredentialError(pub String);
+/// Why a credential cannot be made or used, or a credentials file cannot be read.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CredentialError {
+    /// An iteration count outside [`MIN_ITERATIONS`]..=[`MAX_ITERATIONS`].
+    Iterations {
+        /// The count given.
+        iterations: u32,
+    },
+    /// The system random source failed (no salt).
+    RandomSourceFailed,
+    /// The text is not a credentials file's JSON.
+    NotACredentialsFile(serde_json::Error),
+    /// A user with an empty name.
+    EmptyUserName,
+    /// A mechanism other than SCRAM-SHA-256 and SCRAM-SHA-512.
+    UnknownMechanism {
+        /// The user.
+        user: String,
+        /// The mechanism as written.
+        mechanism: String,
+    },
+    /// A `salt`, `stored_key` or `server_key` that is not base64.
+    NotBase64 {
+        /// The user.
+        user: String,
+        /// The mechanism.
+        mechanism: ScramMechanism,
+        /// The field.
+        field: &'static str,
+    },
+    /// A `stored_key` or `server_key` not of the mechanism's length.
+    KeyLength {
+        /// The user.
+        user: String,
+        /// The mechanism.
+        mechanism: ScramMechanism,
+        /// The length both keys must have (32 or 64 bytes).
+        expected: usize,
+    },
+    /// A stored iteration count outside [`MIN_ITERATIONS`]..=[`MAX_ITERATIONS`].
+    StoredIterations {
+        /// The user.
+        user: String,
+        /// The mechanism.
+        mechanism: ScramMechanism,
+    },
+    /// An empty salt.
+    EmptySalt {
+        /// The user.
+        user: String,
+        /// The mechanism.
+        mechanism: ScramMechanism,
+    },
+    /// The file cannot be read.
+    Unreadable {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file was read but its content is refused.
+    InFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        error: Box<CredentialError>,
+    },
+}
 
 impl fmt::Display for CredentialError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            CredentialError::Iterations { iterations } => write!(
+                f,
+                "iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, not {iterations}"
+            ),
+            CredentialError::RandomSourceFailed => f.write_str("the system random source failed"),
+            CredentialError::NotACredentialsFile(e) => write!(f, "not a credentials file: {e}"),
+            CredentialError::EmptyUserName => f.write_str("an empty user name"),
+            CredentialError::UnknownMechanism { user, mechanism } => write!(
+                f,
+                "user '{user}': unknown mechanism '{mechanism}' (SCRAM-SHA-256 or SCRAM-SHA-512)"
+            ),
+            CredentialError::NotBase64 {
+                user,
+                mechanism,
+                field,
+            } => write!(f, "user '{user}' {mechanism}: {field} is not base64"),
+            CredentialError::KeyLength {
+                user,
+                mechanism,
+                expected,
+            } => write!(
+                f,
+                "user '{user}' {mechanism}: stored_key and server_key must be {expected} bytes"
+            ),
+            CredentialError::StoredIterations { user, mechanism } => write!(
+                f,
+                "user '{user}' {mechanism}: iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}"
+            ),
+            CredentialError::EmptySalt { user, mechanism } => {
+                write!(f, "user '{user}' {mechanism}: empty salt")
+            }
+            CredentialError::Unreadable { path, source } => {
+                write!(f, "cannot read {}: {source}", path.display())
+            }
+            CredentialError::InFile { path, error } => write!(f, "{}: {error}", path.display()),
+        }
     }
 }
 
-impl std::error::Error for CredentialError {}
+impl std::error::Error for CredentialError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CredentialError::NotACredentialsFile(e) => Some(e),
+            CredentialError::Unreadable { source, .. } => Some(source),
+            CredentialError::InFile { error, .. } => Some(error.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 fn iterations(n: u32) -> Result<NonZeroU32, CredentialError> {
     if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&n) {
-        return Err(CredentialError(format!(
-            "iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, not {n}"
-        )));
+        return Err(CredentialError::Iterations { iterations: n });
     }
     Ok(NonZeroU32::new(n).expect("checked above"))
 }
@@ -169,7 +278,7 @@ impl ScramCredential {
         let mut salt = vec![0u8; 32];
         ring::rand::SystemRandom::new()
             .fill(&mut salt)
-            .map_err(|_| CredentialError("the system random source failed".to_owned()))?;
+            .map_err(|_| CredentialError::RandomSourceFailed)?;
         ScramCredential::derive(mechanism, password.as_bytes(), &salt, iterations)
     }
 
@@ -203,21 +312,117 @@ impl ScramCredential {
     }
 }
 
-/// A SCRAM exchange that cannot go on; the message says why (for the log, not the peer).
+/// A SCRAM exchange that cannot go on, and why (for the log, not the peer).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScramError(pub String);
+#[non_exhaustive]
+pub enum ScramError {
+    /// A `=` in a user name not followed by `2C` or `3D`.
+    InvalidSaslnameEscape,
+    /// An unescaped `,` in a user name.
+    InvalidSaslnameCharacter,
+    /// A message that is not UTF-8.
+    NotUtf8,
+    /// A client-first message without its GS2 header and bare part.
+    IncompleteClientFirst,
+    /// A client that asks for channel binding (`p=`), which Kafka does not offer.
+    ChannelBindingUnsupported,
+    /// An authorization id without `a=`.
+    MalformedAuthorizationId,
+    /// A client-first message whose attributes do not start with `n=` and `r=`.
+    ClientFirstOrder,
+    /// An empty client nonce, or one with a character outside printable ASCII or a `,`.
+    InvalidClientNonce,
+    /// An empty user name.
+    EmptyUserName,
+    /// The system random source failed (no nonce).
+    RandomSourceFailed,
+    /// A client-final message without `p=`.
+    NoProof,
+    /// A client proof that is not base64.
+    ProofNotBase64,
+    /// A client-final message whose attributes do not start with `c=` and `r=`.
+    ClientFinalOrder,
+    /// A client-final `c=` that is not the client-first GS2 header.
+    ChannelBindingMismatch,
+    /// A client-final nonce other than the one the server sent (a replayed message).
+    NonceMismatch,
+    /// A client proof of the wrong length for the mechanism.
+    ProofLength,
+    /// A proof that does not verify: a wrong password, or an unknown user.
+    InvalidCredentials,
+    /// A server-first message without `r=`, `s=` and `i=`.
+    MalformedServerFirst,
+    /// A server nonce that does not start with the client's.
+    ServerNonceMismatch,
+    /// A salt that is not base64.
+    SaltNotBase64,
+    /// An iteration count that is not a number.
+    BadIterationCount,
+    /// A server-final message with neither `v=` nor `e=`.
+    MalformedServerFinal,
+    /// A server signature that is not base64.
+    SignatureNotBase64,
+    /// A server signature that does not verify: the server does not know the credential.
+    SignatureMismatch,
+    /// An attribute that is not a letter, `=` and a value.
+    MalformedAttribute {
+        /// The attribute as sent.
+        attribute: String,
+    },
+    /// An iteration count outside [`MIN_ITERATIONS`]..=[`MAX_ITERATIONS`].
+    UnacceptableIterationCount {
+        /// The count the server sent.
+        iterations: u32,
+    },
+    /// The server ended the exchange with an error (`e=`).
+    ServerRefused {
+        /// The server's error value.
+        error: String,
+    },
+}
 
 impl fmt::Display for ScramError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        let message = match self {
+            ScramError::InvalidSaslnameEscape => "invalid escape in the user name",
+            ScramError::InvalidSaslnameCharacter => "invalid character in the user name",
+            ScramError::NotUtf8 => "not UTF-8",
+            ScramError::IncompleteClientFirst => "the client-first message is incomplete",
+            ScramError::ChannelBindingUnsupported => "channel binding is not supported",
+            ScramError::MalformedAuthorizationId => "malformed authorization id",
+            ScramError::ClientFirstOrder => "the client-first message must start with n= and r=",
+            ScramError::InvalidClientNonce => "invalid client nonce",
+            ScramError::EmptyUserName => "empty user name",
+            ScramError::RandomSourceFailed => "the system random source failed",
+            ScramError::NoProof => "the client-final message has no proof",
+            ScramError::ProofNotBase64 => "the proof is not base64",
+            ScramError::ClientFinalOrder => "the client-final message must start with c= and r=",
+            ScramError::ChannelBindingMismatch => {
+                "the channel binding does not match the client-first message"
+            }
+            ScramError::NonceMismatch => "the nonce does not match the server's",
+            ScramError::ProofLength => "the proof has the wrong length",
+            ScramError::InvalidCredentials => "invalid credentials",
+            ScramError::MalformedServerFirst => "malformed server-first message",
+            ScramError::ServerNonceMismatch => "the server nonce does not extend the client's",
+            ScramError::SaltNotBase64 => "the salt is not base64",
+            ScramError::BadIterationCount => "bad iteration count",
+            ScramError::MalformedServerFinal => "malformed server-final message",
+            ScramError::SignatureNotBase64 => "the server signature is not base64",
+            ScramError::SignatureMismatch => "the server signature does not verify",
+            ScramError::MalformedAttribute { attribute } => {
+                return write!(f, "malformed attribute '{attribute}'")
+            }
+            ScramError::UnacceptableIterationCount { iterations } => {
+                return write!(f, "unacceptable iteration count {iterations}")
+            }
+            ScramError::ServerRefused { error } => return write!(f, "the server refused: {error}"),
+        };
+        f.write_str(message)
     }
 }
 
 impl std::error::Error for ScramError {}
-
-fn err<T>(m: impl Into<String>) -> Result<T, ScramError> {
-    Err(ScramError(m.into()))
-}
 
 /// Decodes a SCRAM `saslname` (`=2C` is `,`, `=3D` is `=`).
 pub(crate) fn decode_saslname(s: &str) -> Result<String, ScramError> {
@@ -228,12 +433,12 @@ pub(crate) fn decode_saslname(s: &str) -> Result<String, ScramError> {
         match rest.get(at..at + 3) {
             Some("=2C") => out.push(','),
             Some("=3D") => out.push('='),
-            _ => return err("invalid escape in the user name"),
+            _ => return Err(ScramError::InvalidSaslnameEscape),
         }
         rest = &rest[at + 3..];
     }
     if rest.contains(',') {
-        return err("invalid character in the user name");
+        return Err(ScramError::InvalidSaslnameCharacter);
     }
     out.push_str(rest);
     Ok(out)
@@ -252,7 +457,9 @@ fn attributes(message: &str) -> Result<Vec<(char, &str)>, ScramError> {
             let mut chars = part.chars();
             match (chars.next(), chars.next()) {
                 (Some(k), Some('=')) if k.is_ascii_alphabetic() => Ok((k, &part[2..])),
-                _ => err(format!("malformed attribute '{part}'")),
+                _ => Err(ScramError::MalformedAttribute {
+                    attribute: part.to_owned(),
+                }),
             }
         })
         .collect()
@@ -264,13 +471,13 @@ fn printable_nonce(n: &str) -> bool {
 
 /// The client's first message, parsed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClientFirst {
+pub(crate) struct ClientFirst {
     /// The user name (decoded).
-    pub username: String,
+    pub(crate) username: String,
     /// The authorization id, if one was sent (Kafka requires it to equal the user name).
-    pub authzid: Option<String>,
+    pub(crate) authzid: Option<String>,
     /// The client's nonce.
-    pub nonce: String,
+    pub(crate) nonce: String,
     /// The GS2 header (`n,,` or `n,a=...,`), which the final message echoes in base64.
     gs2_header: String,
     /// The message after the GS2 header.
@@ -280,32 +487,33 @@ pub struct ClientFirst {
 impl ClientFirst {
     /// Parses `n,[a=authzid],n=user,r=nonce[,extensions]`. Channel binding (`p=`) is refused, as
     /// Kafka does.
-    pub fn parse(message: &[u8]) -> Result<ClientFirst, ScramError> {
-        let text = std::str::from_utf8(message).map_err(|_| ScramError("not UTF-8".to_owned()))?;
+    pub(crate) fn parse(message: &[u8]) -> Result<ClientFirst, ScramError> {
+        let text = std::str::from_utf8(message).map_err(|_| ScramError::NotUtf8)?;
         let mut parts = text.splitn(3, ',');
         let (Some(cbind), Some(authz), Some(bare)) = (parts.next(), parts.next(), parts.next())
         else {
-            return err("the client-first message is incomplete");
+            return Err(ScramError::IncompleteClientFirst);
         };
         if cbind != "n" && cbind != "y" {
-            return err("channel binding is not supported");
+            return Err(ScramError::ChannelBindingUnsupported);
         }
         let authzid = match authz {
             "" => None,
-            a => Some(decode_saslname(a.strip_prefix("a=").ok_or_else(|| {
-                ScramError("malformed authorization id".to_owned())
-            })?)?),
+            a => Some(decode_saslname(
+                a.strip_prefix("a=")
+                    .ok_or(ScramError::MalformedAuthorizationId)?,
+            )?),
         };
         let attrs = attributes(bare)?;
         let (Some(('n', user)), Some(('r', nonce))) = (attrs.first(), attrs.get(1)) else {
-            return err("the client-first message must start with n= and r=");
+            return Err(ScramError::ClientFirstOrder);
         };
         if !printable_nonce(nonce) {
-            return err("invalid client nonce");
+            return Err(ScramError::InvalidClientNonce);
         }
         let username = decode_saslname(user)?;
         if username.is_empty() {
-            return err("empty user name");
+            return Err(ScramError::EmptyUserName);
         }
         Ok(ClientFirst {
             username,
@@ -320,7 +528,7 @@ impl ClientFirst {
 /// A server-side SCRAM exchange after the client's first message: holds what the final message is
 /// checked against.
 #[derive(Clone)]
-pub struct ScramServer {
+pub(crate) struct ScramServer {
     credential: ScramCredential,
     client_first: ClientFirst,
     server_first: String,
@@ -338,14 +546,14 @@ impl fmt::Debug for ScramServer {
 impl ScramServer {
     /// Starts an exchange for `client_first` against `credential`, returning the state and the
     /// server-first message (`r=<client nonce><server nonce>,s=<salt>,i=<iterations>`).
-    pub fn start(
+    pub(crate) fn start(
         client_first: ClientFirst,
         credential: ScramCredential,
     ) -> Result<(ScramServer, Vec<u8>), ScramError> {
         let mut random = [0u8; 18];
         ring::rand::SystemRandom::new()
             .fill(&mut random)
-            .map_err(|_| ScramError("the system random source failed".to_owned()))?;
+            .map_err(|_| ScramError::RandomSourceFailed)?;
         // Base64 of random bytes is printable and has no comma.
         let nonce = format!("{}{}", client_first.nonce, B64.encode(random));
         let server_first = format!(
@@ -366,36 +574,35 @@ impl ScramServer {
     }
 
     /// The mechanism.
-    pub fn mechanism(&self) -> ScramMechanism {
+    pub(crate) fn mechanism(&self) -> ScramMechanism {
         self.credential.mechanism
     }
 
     /// The user this exchange authenticates.
-    pub fn username(&self) -> &str {
+    pub(crate) fn username(&self) -> &str {
         &self.client_first.username
     }
 
     /// Checks the client's final message (`c=...,r=...,p=...`); on success returns the
     /// server-final message (`v=<signature>`).
-    pub fn finish(&self, client_final: &[u8]) -> Result<Vec<u8>, ScramError> {
-        let text =
-            std::str::from_utf8(client_final).map_err(|_| ScramError("not UTF-8".to_owned()))?;
+    pub(crate) fn finish(&self, client_final: &[u8]) -> Result<Vec<u8>, ScramError> {
+        let text = std::str::from_utf8(client_final).map_err(|_| ScramError::NotUtf8)?;
         let Some(at) = text.rfind(",p=") else {
-            return err("the client-final message has no proof");
+            return Err(ScramError::NoProof);
         };
         let without_proof = &text[..at];
         let proof = B64
             .decode(&text[at + 3..])
-            .map_err(|_| ScramError("the proof is not base64".to_owned()))?;
+            .map_err(|_| ScramError::ProofNotBase64)?;
         let attrs = attributes(without_proof)?;
         let (Some(('c', cbind)), Some(('r', nonce))) = (attrs.first(), attrs.get(1)) else {
-            return err("the client-final message must start with c= and r=");
+            return Err(ScramError::ClientFinalOrder);
         };
         if B64.decode(cbind).ok().as_deref() != Some(self.client_first.gs2_header.as_bytes()) {
-            return err("the channel binding does not match the client-first message");
+            return Err(ScramError::ChannelBindingMismatch);
         }
         if !constant_time_eq(nonce.as_bytes(), self.nonce.as_bytes()) {
-            return err("the nonce does not match the server's");
+            return Err(ScramError::NonceMismatch);
         }
         let auth_message = format!(
             "{},{},{}",
@@ -404,11 +611,11 @@ impl ScramServer {
         let alg = self.credential.mechanism.algorithm();
         let signature = alg.hmac(&self.credential.stored_key, auth_message.as_bytes());
         if proof.len() != signature.len() {
-            return err("the proof has the wrong length");
+            return Err(ScramError::ProofLength);
         }
         let client_key = xor(&proof, &signature);
         if !constant_time_eq(&alg.hash(&client_key), &self.credential.stored_key) {
-            return err("invalid credentials");
+            return Err(ScramError::InvalidCredentials);
         }
         let server_signature = alg.hmac(&self.credential.server_key, auth_message.as_bytes());
         Ok(format!("v={}", B64.encode(server_signature)).into_bytes())
@@ -443,7 +650,7 @@ impl ScramClient {
         let mut random = [0u8; 18];
         ring::rand::SystemRandom::new()
             .fill(&mut random)
-            .map_err(|_| ScramError("the system random source failed".to_owned()))?;
+            .map_err(|_| ScramError::RandomSourceFailed)?;
         Ok(ScramClient::with_nonce(
             mechanism,
             username,
@@ -483,27 +690,22 @@ impl ScramClient {
         server_first: &[u8],
         alg: Algorithm,
     ) -> Result<Vec<u8>, ScramError> {
-        let text =
-            std::str::from_utf8(server_first).map_err(|_| ScramError("not UTF-8".to_owned()))?;
+        let text = std::str::from_utf8(server_first).map_err(|_| ScramError::NotUtf8)?;
         let attrs = attributes(text)?;
         let (Some(('r', nonce)), Some(('s', salt)), Some(('i', n))) =
             (attrs.first(), attrs.get(1), attrs.get(2))
         else {
-            return err("malformed server-first message");
+            return Err(ScramError::MalformedServerFirst);
         };
         if !nonce.starts_with(&self.nonce) || nonce.len() == self.nonce.len() {
-            return err("the server nonce does not extend the client's");
+            return Err(ScramError::ServerNonceMismatch);
         }
-        let salt = B64
-            .decode(salt)
-            .map_err(|_| ScramError("the salt is not base64".to_owned()))?;
-        let n: u32 = n
-            .parse()
-            .map_err(|_| ScramError("bad iteration count".to_owned()))?;
+        let salt = B64.decode(salt).map_err(|_| ScramError::SaltNotBase64)?;
+        let n: u32 = n.parse().map_err(|_| ScramError::BadIterationCount)?;
         // A client accepts what the server stores, within PBKDF2's limits.
         let n = NonZeroU32::new(n)
             .filter(|n| n.get() <= 1_000_000)
-            .ok_or_else(|| ScramError(format!("unacceptable iteration count {n}")))?;
+            .ok_or(ScramError::UnacceptableIterationCount { iterations: n })?;
         let salted = alg.salted_password(&self.password, &salt, n);
         let client_key = alg.client_key(&salted);
         let stored_key = alg.hash(&client_key);
@@ -516,20 +718,21 @@ impl ScramClient {
 
     /// Checks the server-final message: the server proves it knows the credential.
     pub fn verify_server_final(&self, server_final: &[u8]) -> Result<(), ScramError> {
-        let text =
-            std::str::from_utf8(server_final).map_err(|_| ScramError("not UTF-8".to_owned()))?;
+        let text = std::str::from_utf8(server_final).map_err(|_| ScramError::NotUtf8)?;
         if let Some(e) = text.strip_prefix("e=") {
-            return err(format!("the server refused: {e}"));
+            return Err(ScramError::ServerRefused {
+                error: e.to_owned(),
+            });
         }
         let Some(v) = text.strip_prefix("v=") else {
-            return err("malformed server-final message");
+            return Err(ScramError::MalformedServerFinal);
         };
         let v = B64
             .decode(v.split(',').next().unwrap_or(""))
-            .map_err(|_| ScramError("the server signature is not base64".to_owned()))?;
+            .map_err(|_| ScramError::SignatureNotBase64)?;
         match &self.server_signature {
             Some(expected) if constant_time_eq(expected, &v) => Ok(()),
-            _ => err("the server signature does not verify"),
+            _ => Err(ScramError::SignatureMismatch),
         }
     }
 }
@@ -622,7 +825,7 @@ mod tests {
         // The same final message against a new exchange (a new server nonce) is refused.
         let (again, _) = ScramServer::start(first, cred.clone()).unwrap();
         assert_eq!(
-            again.finish(&fin).unwrap_err().0,
+            again.finish(&fin).unwrap_err().to_string(),
             "the nonce does not match the server's"
         );
         // A wrong password is refused.
@@ -630,7 +833,7 @@ mod tests {
         let (server, sf) =
             ScramServer::start(ClientFirst::parse(&wrong.client_first()).unwrap(), cred).unwrap();
         let fin = wrong.client_final(&sf).unwrap();
-        assert_eq!(server.finish(&fin).unwrap_err().0, "invalid credentials");
+        assert_eq!(server.finish(&fin), Err(ScramError::InvalidCredentials));
     }
 
     #[test]

@@ -16,17 +16,137 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-/// A TLS setting that cannot be used.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsError(pub String);
+/// A TLS setting that cannot be used, and why. `setting` names the property (or the part of a
+/// configuration) it came from, as the caller gave it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// A PEM file cannot be read.
+    Unreadable {
+        /// The setting.
+        setting: String,
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// PEM text whose certificate blocks do not parse.
+    BadCertificate {
+        /// The setting.
+        setting: String,
+        /// Why.
+        source: rustls::pki_types::pem::Error,
+    },
+    /// PEM text with no certificate.
+    NoCertificate {
+        /// The setting.
+        setting: String,
+    },
+    /// An encrypted private key (not supported).
+    EncryptedKey {
+        /// The setting.
+        setting: String,
+    },
+    /// PEM text with no usable private key (PKCS#8, PKCS#1 or SEC1).
+    NoPrivateKey {
+        /// The setting.
+        setting: String,
+        /// Why.
+        source: rustls::pki_types::pem::Error,
+    },
+    /// A trusted certificate that cannot be a trust anchor.
+    TrustAnchor {
+        /// The setting.
+        setting: String,
+        /// Why.
+        source: rustls::Error,
+    },
+    /// `ssl.client.auth` asks for client certificates but no truststore verifies them.
+    NoTruststore,
+    /// The provider refuses the protocol versions (a server's safe defaults, or `ssl.protocol`).
+    ProtocolVersions {
+        /// `None` for a server's defaults, `Some("ssl.protocol")` for a client's.
+        setting: Option<&'static str>,
+        /// Why.
+        source: rustls::Error,
+    },
+    /// The client-certificate verifier cannot be built.
+    ClientVerifier(rustls::server::VerifierBuilderError),
+    /// The server-certificate verifier cannot be built.
+    ServerVerifier(rustls::client::VerifierBuilderError),
+    /// The keystore's certificate and key do not fit.
+    KeyMismatch {
+        /// Whether it is the client's keystore (the admin client) rather than a listener's.
+        client: bool,
+        /// Why.
+        source: rustls::Error,
+    },
+}
 
 impl fmt::Display for TlsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            TlsError::Unreadable {
+                setting,
+                path,
+                source,
+            } => write!(f, "{setting}={path}: cannot read: {source}"),
+            TlsError::BadCertificate { setting, source } => {
+                write!(f, "{setting}: bad PEM certificate: {source}")
+            }
+            TlsError::NoCertificate { setting } => write!(
+                f,
+                "{setting}: no PEM certificate (-----BEGIN CERTIFICATE-----) found"
+            ),
+            TlsError::EncryptedKey { setting } => write!(
+                f,
+                "{setting}: encrypted private keys are not supported; store the key unencrypted and protect the file"
+            ),
+            TlsError::NoPrivateKey { setting, source } => {
+                write!(f, "{setting}: no usable PEM private key: {source}")
+            }
+            TlsError::TrustAnchor { setting, source } => {
+                write!(f, "{setting}: unusable trust anchor: {source}")
+            }
+            TlsError::NoTruststore => f.write_str(
+                "ssl.client.auth needs a truststore (ssl.truststore.location) to verify client certificates",
+            ),
+            TlsError::ProtocolVersions {
+                setting: None,
+                source,
+            } => source.fmt(f),
+            TlsError::ProtocolVersions {
+                setting: Some(setting),
+                source,
+            } => write!(f, "{setting}: {source}"),
+            TlsError::ClientVerifier(e) => write!(f, "client certificate verifier: {e}"),
+            TlsError::ServerVerifier(e) => write!(f, "server certificate verifier: {e}"),
+            TlsError::KeyMismatch { client, source } => {
+                let which = if *client { "the client keystore's" } else { "the keystore's" };
+                write!(f, "{which} certificate and key do not fit: {source}")
+            }
+        }
     }
 }
 
-impl std::error::Error for TlsError {}
+impl std::error::Error for TlsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TlsError::Unreadable { source, .. } => Some(source),
+            TlsError::BadCertificate { source, .. } | TlsError::NoPrivateKey { source, .. } => {
+                Some(source)
+            }
+            TlsError::TrustAnchor { source, .. }
+            | TlsError::ProtocolVersions { source, .. }
+            | TlsError::KeyMismatch { source, .. } => Some(source),
+            TlsError::ClientVerifier(e) => Some(e),
+            TlsError::ServerVerifier(e) => Some(e),
+            TlsError::NoCertificate { .. }
+            | TlsError::EncryptedKey { .. }
+            | TlsError::NoTruststore => None,
+        }
+    }
+}
 
 /// Whether a TLS listener asks for client certificates (`ssl.client.auth`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,16 +161,16 @@ pub enum ClientAuth {
 }
 
 impl std::str::FromStr for ClientAuth {
-    type Err = String;
+    type Err = super::ParseError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
             "none" => Ok(ClientAuth::None),
             "requested" => Ok(ClientAuth::Requested),
             "required" => Ok(ClientAuth::Required),
-            _ => Err(format!(
-                "ssl.client.auth={s}: expected required, requested or none"
-            )),
+            _ => Err(super::ParseError::ClientAuth {
+                value: s.to_owned(),
+            }),
         }
     }
 }
@@ -92,11 +212,14 @@ pub fn certificates(pem: &str, what: &str) -> Result<Vec<CertificateDer<'static>
     let normalized = normalize_pem(pem);
     let certs = CertificateDer::pem_slice_iter(normalized.as_bytes())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError(format!("{what}: bad PEM certificate: {e}")))?;
+        .map_err(|source| TlsError::BadCertificate {
+            setting: what.to_owned(),
+            source,
+        })?;
     if certs.is_empty() {
-        return Err(TlsError(format!(
-            "{what}: no PEM certificate (-----BEGIN CERTIFICATE-----) found"
-        )));
+        return Err(TlsError::NoCertificate {
+            setting: what.to_owned(),
+        });
     }
     Ok(certs)
 }
@@ -104,17 +227,25 @@ pub fn certificates(pem: &str, what: &str) -> Result<Vec<CertificateDer<'static>
 /// The private key in PEM text (PKCS#8, PKCS#1 or SEC1; not encrypted).
 pub fn private_key(pem: &str, what: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
     if pem.contains("ENCRYPTED PRIVATE KEY") {
-        return Err(TlsError(format!(
-            "{what}: encrypted private keys are not supported; store the key unencrypted and protect the file"
-        )));
+        return Err(TlsError::EncryptedKey {
+            setting: what.to_owned(),
+        });
     }
-    PrivateKeyDer::from_pem_slice(normalize_pem(pem).as_bytes())
-        .map_err(|e| TlsError(format!("{what}: no usable PEM private key: {e}")))
+    PrivateKeyDer::from_pem_slice(normalize_pem(pem).as_bytes()).map_err(|source| {
+        TlsError::NoPrivateKey {
+            setting: what.to_owned(),
+            source,
+        }
+    })
 }
 
 /// Reads a file for a setting.
 pub fn read_pem_file(path: &str, what: &str) -> Result<String, TlsError> {
-    std::fs::read_to_string(path).map_err(|e| TlsError(format!("{what}={path}: cannot read: {e}")))
+    std::fs::read_to_string(path).map_err(|source| TlsError::Unreadable {
+        setting: what.to_owned(),
+        path: path.to_owned(),
+        source,
+    })
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -126,7 +257,10 @@ fn roots(trust: &[CertificateDer<'static>], what: &str) -> Result<RootCertStore,
     for cert in trust {
         store
             .add(cert.clone())
-            .map_err(|e| TlsError(format!("{what}: unusable trust anchor: {e}")))?;
+            .map_err(|source| TlsError::TrustAnchor {
+                setting: what.to_owned(),
+                source,
+            })?;
     }
     Ok(store)
 }
@@ -157,15 +291,15 @@ pub fn server_config(
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError(e.to_string()))?;
+        .map_err(|source| TlsError::ProtocolVersions {
+            setting: None,
+            source,
+        })?;
     let builder = match client_auth {
         ClientAuth::None => builder.with_no_client_auth(),
         ClientAuth::Requested | ClientAuth::Required => {
             if trust.is_empty() {
-                return Err(TlsError(
-                    "ssl.client.auth needs a truststore (ssl.truststore.location) to verify client certificates"
-                        .to_owned(),
-                ));
+                return Err(TlsError::NoTruststore);
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(
                 Arc::new(roots(trust, "ssl.truststore.location")?),
@@ -176,19 +310,14 @@ pub fn server_config(
             } else {
                 verifier
             };
-            builder.with_client_cert_verifier(
-                verifier
-                    .build()
-                    .map_err(|e| TlsError(format!("client certificate verifier: {e}")))?,
-            )
+            builder.with_client_cert_verifier(verifier.build().map_err(TlsError::ClientVerifier)?)
         }
     };
     let config = builder
         .with_single_cert(identity.chain.clone(), identity.key.clone_key())
-        .map_err(|e| {
-            TlsError(format!(
-                "the keystore's certificate and key do not fit: {e}"
-            ))
+        .map_err(|source| TlsError::KeyMismatch {
+            client: false,
+            source,
         })?;
     Ok(Arc::new(config))
 }
@@ -205,10 +334,13 @@ pub fn client_config(
     let roots = Arc::new(roots(trust, "ssl.truststore.location")?);
     let builder = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(versions)
-        .map_err(|e| TlsError(format!("ssl.protocol: {e}")))?;
+        .map_err(|source| TlsError::ProtocolVersions {
+            setting: Some("ssl.protocol"),
+            source,
+        })?;
     let inner = WebPkiServerVerifier::builder_with_provider(roots, provider())
         .build()
-        .map_err(|e| TlsError(format!("server certificate verifier: {e}")))?;
+        .map_err(TlsError::ServerVerifier)?;
     let builder = if verify_hostname {
         builder.with_webpki_verifier(inner)
     } else {
@@ -219,10 +351,9 @@ pub fn client_config(
     let config = match identity {
         Some(id) => builder
             .with_client_auth_cert(id.chain.clone(), id.key.clone_key())
-            .map_err(|e| {
-                TlsError(format!(
-                    "the client keystore's certificate and key do not fit: {e}"
-                ))
+            .map_err(|source| TlsError::KeyMismatch {
+                client: true,
+                source,
             })?,
         None => builder.with_no_client_auth(),
     };
