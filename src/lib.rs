@@ -90,7 +90,6 @@ mod error;
 mod index;
 mod java;
 mod key;
-pub mod meter;
 mod notify;
 mod persist;
 mod policy;
@@ -99,20 +98,71 @@ mod scope;
 mod state;
 mod text;
 
-pub use alter::{AlterResult, Alteration, Op};
-pub use describe::{
-    BrokerLimit, BrokerView, ComponentMatch, DescribedQuota, ListFilter, ListedEntity, Overridden,
-};
-pub use engine::{Engine, EngineBuildError, EngineBuilder, EntityChange, Subscriber};
-pub use entity::{
+// The public interface is:
+
+// The engine, its settings and the sub-quota policy it enforces.
+pub use crate::engine::{Engine, EngineBuildError, EngineBuilder};
+pub use crate::policy::SubQuotaPolicy;
+// Who a quota is for: entities, their names (and Kafka's sanitized spelling of them), and the
+// precedence level each one occupies.
+pub use crate::entity::{
     desanitize, sanitize, Entity, EntityName, EntityPart, EntityType, Level, Name, DEFAULT_DISPLAY,
 };
-pub use error::{ApiError, ErrorCode, ParseError};
-pub use java::{java_entity_string, java_map_order};
-pub use key::{QuotaKey, QuotaType, QuotaValue, Unit, ValueKind};
-pub use notify::{ChangeNotification, NotificationV1, NotificationV2};
-pub use persist::{PersistError, Persistence};
-pub use policy::SubQuotaPolicy;
-pub use resolve::{IpQuota, Quota, Resolved};
-pub use scope::{BucketId, BucketScope};
-pub use text::{format_describe, format_list};
+// What a quota limits, and in which unit.
+pub use crate::key::{QuotaKey, QuotaType, QuotaValue, Unit, ValueKind};
+// The hot path: the effective quotas of a connection, and who shares each rate.
+pub use crate::resolve::{IpQuota, Quota, Resolved};
+pub use crate::scope::{BucketId, BucketScope};
+// Changing the configuration: batches of alterations, validated as Kafka validates them.
+pub use crate::alter::{AlterResult, Alteration, Op};
+// Making alterations durable before they become visible.
+pub use crate::engine::EntityChange;
+pub use crate::persist::{PersistError, Persistence};
+// Hearing of changes after they are visible.
+pub use crate::engine::Subscriber;
+pub use crate::notify::{ChangeNotification, NotificationV1, NotificationV2};
+// Reading the configuration back: describe and list, and their text as Kafka's tools print it.
+pub use crate::describe::{
+    BrokerLimit, BrokerView, ComponentMatch, DescribedQuota, ListFilter, ListedEntity, Overridden,
+};
+pub use crate::text::{format_describe, format_list};
+// Answering as Kafka does: its error codes, and the Java map order its messages follow.
+pub use crate::error::{ApiError, ErrorCode, ParseError};
+pub use crate::java::{java_entity_string, java_map_order};
+
+/// Metering and throttling on the hot path, with Kafka's rate semantics.
+///
+/// A broker builds one [`Meter`](meter::Meter) over its [`Engine`], opens a
+/// [`ClientMeter`](meter::ClientMeter) per connection (or per request), and records every request's
+/// bytes, handler time or mutations into it. Each call returns a [`Throttle`](meter::Throttle): how
+/// long to throttle the client, and which key and bucket caused it.
+///
+/// Buckets are shared exactly as the precedence table's bucket column says: a quota from `{user=u}`
+/// is one bucket for all of u's clients, one from `{client-id=c}` one bucket for every user of c, the
+/// rest one per (user, client-id). A `ClientMeter` resolves once and keeps its buckets; when the
+/// engine's configuration changes it re-resolves on its next request.
+///
+/// A request that cannot be throttled (the bucket's window holds less than `limit × (samples − 1)`
+/// windows' worth) takes its bytes from its thread's allowance with one compare-and-swap, without the
+/// bucket's lock; the others take the lock and run Kafka's record and measure. Both give Kafka's
+/// answer (see `src/meter/allowance.rs` for why).
+pub mod meter {
+    mod allowance;
+    mod bucket;
+    mod client;
+    mod clock;
+    mod config;
+    mod decision;
+    mod rate;
+    mod shared;
+
+    // The meter, shared by every connection, and the meter of one connection.
+    pub use client::ClientMeter;
+    pub use shared::Meter;
+    // Its settings.
+    pub use config::{MeterConfig, MeterConfigBuilder, MeterConfigError};
+    // Its clock: the real one, or one a test moves by hand.
+    pub use clock::{Clock, ManualClock, SystemClock};
+    // What it answers.
+    pub use decision::{BucketOwner, BucketSnapshot, MutationDecision, Throttle, ThrottleCause};
+}

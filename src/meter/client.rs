@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use super::bucket::{Bucket, Measure};
 use super::decision::{BucketOwner, MutationDecision, Throttle};
-use super::{rate, Meter, FETCH_KEYS, PRODUCE_KEYS};
+use super::rate;
+use super::shared::{Meter, FETCH_KEYS, PRODUCE_KEYS};
 use crate::key::QuotaKey;
 use crate::resolve::Resolved;
 use crate::scope::BucketScope;

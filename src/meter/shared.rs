@@ -1,42 +1,21 @@
-//! Metering and throttling on the hot path, with Kafka's rate semantics.
-//!
-//! A broker builds one [`Meter`] over its [`Engine`], opens a [`ClientMeter`] per connection (or per
-//! request), and records every request's bytes, handler time or mutations into it. Each call returns a
-//! [`Throttle`]: how long to throttle the client, and which key and bucket caused it.
-//!
-//! Buckets are shared exactly as the precedence table's bucket column says: a quota from `{user=u}` is one
-//! bucket for all of u's clients, one from `{client-id=c}` one bucket for every user of c, the rest one per
-//! (user, client-id). A [`ClientMeter`] resolves once and keeps its buckets; when the engine's configuration changes
-//! it re-resolves on its next request.
-//!
-//! A request that cannot be throttled (the bucket's window holds less than `limit × (samples − 1)`
-//! windows' worth) takes its bytes from its thread's allowance with one compare-and-swap, without the
-//! bucket's lock; the others take the lock and run Kafka's record and measure. Both give Kafka's answer
-//! (see `allowance.rs` for why).
-
-mod allowance;
-mod bucket;
-mod client;
-mod clock;
-mod config;
-mod decision;
-mod rate;
-
-pub use client::ClientMeter;
-pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{MeterConfig, MeterConfigBuilder, MeterConfigError};
-pub use decision::{BucketOwner, BucketSnapshot, MutationDecision, Throttle, ThrottleCause};
+//! The meter every connection shares: the buckets, found by key and owner, the share totals, and
+//! the sweep that drops idle buckets.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
 
+use super::allowance;
+use super::bucket::{Bucket, Measure};
+use super::client::ClientMeter;
+use super::clock::{Clock, SystemClock};
+use super::config::MeterConfig;
+use super::decision::{BucketOwner, BucketSnapshot, Throttle};
+use super::rate::{self, Window};
 use crate::engine::Engine;
 use crate::entity::Level;
 use crate::key::{QuotaKey, QuotaType, Unit};
-use bucket::{Bucket, Measure};
-use rate::Window;
 
 /// The sum of active share weights of one quota type, recomputed at most once per sample window.
 #[derive(Debug, Default)]
@@ -46,24 +25,24 @@ struct ShareTotal {
     members: DashMap<(QuotaKey, BucketOwner), Arc<Bucket>>,
 }
 
-struct Inner {
-    engine: Arc<Engine>,
-    clock: Arc<dyn Clock>,
-    config: MeterConfig,
-    window: Window,
+pub(super) struct Inner {
+    pub(super) engine: Arc<Engine>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) config: MeterConfig,
+    pub(super) window: Window,
     /// Allowance stripes per bucket.
     stripes: usize,
     buckets: DashMap<(QuotaKey, BucketOwner), Arc<Bucket>>,
     shares: [ShareTotal; 2],
     last_sweep: AtomicU64,
     /// Counts sweeps that dropped buckets, so connections check their buckets only after one.
-    sweeps: AtomicU64,
+    pub(super) sweeps: AtomicU64,
 }
 
 /// Meters requests against the engine's quotas. Cheap to clone; share it between threads.
 #[derive(Clone)]
 pub struct Meter {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Meter {
@@ -191,7 +170,12 @@ impl Inner {
         dropped
     }
 
-    fn bucket(&self, key: QuotaKey, owner: BucketOwner, level: Option<Level>) -> Arc<Bucket> {
+    pub(super) fn bucket(
+        &self,
+        key: QuotaKey,
+        owner: BucketOwner,
+        level: Option<Level>,
+    ) -> Arc<Bucket> {
         let now = self.clock.now_ms();
         let bucket = self
             .buckets
@@ -213,7 +197,7 @@ impl Inner {
 
     /// Records `value` into a windowed-rate bucket limited to `limit` and returns its throttle (ms).
     #[inline]
-    fn record_rate(
+    pub(super) fn record_rate(
         &self,
         bucket: &Bucket,
         limit: f64,
@@ -272,7 +256,13 @@ impl Inner {
     /// The limit of `value` in `key`'s unit on this broker, or `None` if it cannot be enforced (shares
     /// without a capacity). Inlined: most keys are already in this broker's terms.
     #[inline]
-    fn broker_limit(&self, bucket: &Bucket, key: QuotaKey, value: f64, now: u64) -> Option<f64> {
+    pub(super) fn broker_limit(
+        &self,
+        bucket: &Bucket,
+        key: QuotaKey,
+        value: f64,
+        now: u64,
+    ) -> Option<f64> {
         match key.unit() {
             Unit::Bps | Unit::Shares => self.scaled_limit(bucket, key, value, now),
             _ => Some(value),
@@ -333,12 +323,12 @@ fn share_slot(key: QuotaKey) -> usize {
 }
 
 /// The keys each kind of request is metered against.
-const PRODUCE_KEYS: [QuotaKey; 3] = [
+pub(super) const PRODUCE_KEYS: [QuotaKey; 3] = [
     QuotaKey::PRODUCER_BPS,
     QuotaKey::PRODUCER_BROKER_BPS,
     QuotaKey::PRODUCER_SHARES,
 ];
-const FETCH_KEYS: [QuotaKey; 3] = [
+pub(super) const FETCH_KEYS: [QuotaKey; 3] = [
     QuotaKey::CONSUMER_BPS,
     QuotaKey::CONSUMER_BROKER_BPS,
     QuotaKey::CONSUMER_SHARES,
@@ -352,7 +342,8 @@ impl std::fmt::Debug for Inner {
 
 #[cfg(test)]
 mod tests {
-    use super::rate::WindowedRate;
+    use super::super::clock::ManualClock;
+    use super::super::rate::WindowedRate;
     use super::*;
     use crate::{Alteration, Entity, EntityName};
     use std::sync::mpsc;
