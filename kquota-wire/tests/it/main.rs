@@ -1,3 +1,3 @@
-//! The wire handler's integration tests, one file per area.
+//! The wire handler's integration tests; `wire/` has one file per area.
 
 mod wire;
