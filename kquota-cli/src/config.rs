@@ -12,7 +12,8 @@ use kquota_wire::tls::{self, KeyPair, TlsError};
 use kquota_wire::{SaslMechanism, SecurityProtocol};
 
 /// Keys this client understands; any other key is reported as a warning, never silently dropped.
-pub const KNOWN_KEYS: [&str; 17] = [
+// A slice, not an array: a key added later does not change the type.
+pub const KNOWN_KEYS: &[&str] = &[
     "bootstrap.servers",
     "client.id",
     "request.timeout.ms",
