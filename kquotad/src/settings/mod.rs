@@ -287,3 +287,94 @@ impl ServerConfig {
             .map_err(|problem| ConfigError::value("listeners", self.listeners.as_str(), problem))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kquota_wire::SecurityProtocol;
+
+    use super::*;
+
+    fn refusal(key: &str, value: &str) -> ConfigError {
+        ServerConfig::default().set(key, value).unwrap_err()
+    }
+
+    #[test]
+    fn a_refused_value_names_its_key_its_value_and_why() {
+        let e = refusal("max.connections", "0");
+        assert!(
+            matches!(&e, ConfigError::Value { key, value, problem: Problem::WholeNumberAtLeast(1) }
+                if key == "max.connections" && value == "0"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "max.connections=0: must be a whole number ≥ 1"
+        );
+        assert_eq!(
+            refusal("socket.request.max.bytes", "2147483648").to_string(),
+            "socket.request.max.bytes=2147483648: must be a whole number between 1 and 2147483647"
+        );
+        assert_eq!(
+            refusal("advertised.listeners", "PLAINTEXT://h:0").to_string(),
+            "advertised.listeners=PLAINTEXT://h:0: an advertised port must not be 0"
+        );
+        assert_eq!(
+            refusal("listeners", "127.0.0.1:9092").to_string(),
+            "listeners=127.0.0.1:9092: '127.0.0.1:9092' is not NAME://host:port"
+        );
+        // Another crate's parser refused it: its error is the source, its message kept.
+        let e = refusal("kquota.sub.quota.policy", "strict");
+        assert!(std::error::Error::source(&e).is_some(), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "kquota.sub.quota.policy=strict: unknown sub-quota policy 'strict' (expected kip55 or kafka)"
+        );
+        assert!(
+            matches!(refusal("no.such.key", "1"), ConfigError::UnknownKey(k) if k == "no.such.key")
+        );
+    }
+
+    #[test]
+    fn listeners_resolve_through_the_protocol_map() {
+        let mut config = ServerConfig::default();
+        config
+            .set("listeners", "INTERNAL://:9092,SSL://localhost:9093")
+            .unwrap();
+        let e = config.listener_configs().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "listeners=INTERNAL://:9092,SSL://localhost:9093: listener 'INTERNAL' is not a security protocol; map it with listener.security.protocol.map=INTERNAL:SASL_SSL (or another protocol)"
+        );
+        config
+            .set("listener.security.protocol.map", "internal:PLAINTEXT")
+            .unwrap();
+        let listeners = config.listener_configs().unwrap();
+        assert_eq!(
+            listeners
+                .iter()
+                .map(|l| (l.name.as_str(), l.protocol, l.addr.to_string()))
+                .collect::<Vec<_>>(),
+            [
+                (
+                    "INTERNAL",
+                    SecurityProtocol::Plaintext,
+                    "0.0.0.0:9092".to_owned()
+                ),
+                ("SSL", SecurityProtocol::Ssl, "127.0.0.1:9093".to_owned()),
+            ]
+        );
+        config
+            .set("listeners", "A://1.2.3.4:1,B://1.2.3.4:1")
+            .unwrap();
+        config
+            .set("listener.security.protocol.map", "A:SSL,B:SSL")
+            .unwrap();
+        assert!(matches!(
+            config.listener_configs(),
+            Err(ConfigError::Value {
+                problem: Problem::PortTwice(1),
+                ..
+            })
+        ));
+    }
+}
