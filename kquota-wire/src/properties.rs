@@ -1,5 +1,5 @@
 //! Kafka reads these files with `java.util.Properties.load`; so does kquota, through
-//! [`parse`](crate::properties::parse) (used by `kquotad --config`, the tools' `--command-config`
+//! [`parse`] (used by `kquotad --config`, the tools' `--command-config`
 //! and `kafka-configs --add-config-file`). The syntax is Java's, parsed by the `java-properties`
 //! crate:
 //!
