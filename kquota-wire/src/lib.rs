@@ -26,14 +26,16 @@
 //! Kafka's behaviour on bad input is kept: an ApiVersions request of a version this handler does not
 //! serve is answered with `UNSUPPORTED_VERSION` in the v0 layout, listing ApiVersions' versions; an
 //! unknown API key, an unsupported version of any other API, or a request that does not decode closes
-//! the connection. None of these reaches the engine. `docs/wire.md` describes every message, the
-//! draft apiKey 50 (which Apache Kafka later gave to DescribeUserScramCredentials) and each deviation
-//! from Kafka.
+//! the connection. None of these reaches the engine. Bytes after a complete request body are
+//! ignored, for every API the draft included, as Kafka's request parsing ignores them.
+//! `docs/wire.md` describes every message, the draft apiKey 50 (which Apache Kafka later gave to
+//! DescribeUserScramCredentials) and each deviation from Kafka.
 //!
 //! # Features
 //!
-//! The counts are of the crates in `cargo tree -p kquota-wire -e normal --prefix none` (this crate
-//! and the engine included, each crate once); the engine alone, `kquota`, is 22.
+//! The counts are of the crates in `cargo tree -p kquota-wire -e normal --prefix none [--features
+//! ...]`, each crate once (the lines with `(*)`, repeats, are dropped), this crate and the engine
+//! included; the engine alone, `kquota`, is 20.
 //!
 //! | feature | enables | dependency tree |
 //! | --- | --- | --- |
