@@ -149,12 +149,15 @@ impl Inner {
     fn sweep(&self, now: u64) -> usize {
         self.last_sweep.store(now, Ordering::Relaxed);
         let expiry = self.config.idle_expiry_ms();
-        let before = self.buckets.len();
+        // Counted as they go: other threads may add buckets during the sweep, so the map's length
+        // before and after does not tell how many were dropped.
+        let mut dropped = 0;
         self.buckets.retain(|_, b| {
             let keep = now.saturating_sub(b.last_active()) < expiry;
             if !keep {
                 // Holders of the bucket see this and re-resolve.
                 b.expired.store(true, Ordering::Release);
+                dropped += 1;
             }
             keep
         });
@@ -163,7 +166,6 @@ impl Inner {
                 .members
                 .retain(|_, b| !b.expired.load(Ordering::Acquire));
         }
-        let dropped = before - self.buckets.len();
         if dropped > 0 {
             self.sweeps.fetch_add(1, Ordering::Release);
         }
