@@ -4,9 +4,19 @@ use std::fmt;
 
 /// A Kafka protocol error code.
 ///
-/// Open by design: any `i16` round-trips, and the codes kquota produces have names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Open by design: any `i16` round-trips, and the codes kquota produces have names. `Debug` shows
+/// both: `ErrorCode(42: INVALID_REQUEST)`, or `ErrorCode(7)` for a code kquota has no name for.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ErrorCode(pub i16);
+
+impl fmt::Debug for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.known_name() {
+            Some(name) => write!(f, "ErrorCode({}: {name})", self.0),
+            None => write!(f, "ErrorCode({})", self.0),
+        }
+    }
+}
 
 impl ErrorCode {
     /// No error.

@@ -134,8 +134,17 @@ impl fmt::Display for Unit {
 /// A quota key: a type and one of its units. Only valid pairs can be built.
 ///
 /// Spelled `type` for the native unit and `type:unit` otherwise (`producer_byte_rate:shares`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// The `u8` is a dense index (see [`QuotaKey::index`]); `Debug` prints the spelling instead, so that
+/// `QuotaKey::PRODUCER_BPS` shows as `QuotaKey(producer_byte_rate:bps)`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QuotaKey(u8);
+
+impl fmt::Debug for QuotaKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "QuotaKey({self})")
+    }
+}
 
 /// Every key, in output order (by type name, then unit name), as `(type, unit)`.
 const KEYS: [(QuotaType, Unit); QuotaKey::COUNT] = [
@@ -342,6 +351,18 @@ mod tests {
             "producer_byte_rate:".parse::<QuotaKey>(),
             Err(ParseError::UnknownUnit { .. })
         ));
+    }
+
+    #[test]
+    fn debug_shows_the_spelling() {
+        assert_eq!(
+            format!("{:?}", QuotaKey::PRODUCER_BPS),
+            "QuotaKey(producer_byte_rate:bps)"
+        );
+        assert_eq!(
+            format!("{:?}", QuotaKey::PRODUCER_BROKER_BPS),
+            "QuotaKey(producer_byte_rate)"
+        );
     }
 
     #[test]

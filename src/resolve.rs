@@ -11,6 +11,8 @@
 //! | 7 | `{client-id=c}` | (—, c) |
 //! | 8 | `{client-id=<default>}` | (—, c) |
 
+use std::fmt;
+
 use crate::entity::Level;
 use crate::key::QuotaKey;
 use crate::scope::BucketScope;
@@ -38,11 +40,25 @@ impl Quota {
 const CLIENT_KEYS: KeyMask = (1 << QuotaKey::CLIENT_COUNT) - 1;
 
 /// The effective quotas of one (user, client-id): at most one per key. A plain value, no allocation.
-#[derive(Clone, Copy, Debug, PartialEq)]
+///
+/// `Debug` prints only the keys that apply, as `Resolved { producer_byte_rate: (limit, level) }`:
+/// the slots of the other keys hold leftovers that mean nothing.
+#[derive(Clone, Copy, PartialEq)]
 pub struct Resolved {
     mask: KeyMask,
     limits: [f64; QuotaKey::CLIENT_COUNT],
     levels: [Level; QuotaKey::CLIENT_COUNT],
+}
+
+impl fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Resolved ")?;
+        let mut map = f.debug_map();
+        for q in self.iter() {
+            map.entry(&format_args!("{}", q.key), &(q.limit, q.level));
+        }
+        map.finish()
+    }
 }
 
 impl Resolved {

@@ -1,5 +1,6 @@
 //! The meter of one connection: its resolved quotas and the buckets they are metered in.
 
+use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -13,7 +14,6 @@ use crate::scope::BucketScope;
 
 /// The meter of one connection's (user, client-id). Not shared between threads: each connection owns
 /// one, and the buckets behind it are shared.
-#[derive(Debug)]
 pub struct ClientMeter {
     meter: Meter,
     user: Arc<str>,
@@ -22,6 +22,17 @@ pub struct ClientMeter {
     sweeps: u64,
     resolved: Resolved,
     buckets: [Option<Arc<Bucket>>; QuotaKey::CLIENT_COUNT],
+}
+
+impl fmt::Debug for ClientMeter {
+    /// The names and the quotas last resolved; the buckets' internals are left out.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientMeter")
+            .field("user", &self.user)
+            .field("client_id", &self.client_id)
+            .field("quotas", &self.resolved)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ClientMeter {
