@@ -6,6 +6,10 @@
 //! cargo run --release --example broker_loop -- --svg docs/convergence.svg   # also draw the runs
 //! ```
 //!
+//! Without `--svg` the example only prints and writes no file. `--svg PATH` draws the runs as an SVG
+//! and writes it to PATH, replacing whatever is there: `docs/convergence.svg`, which the repository
+//! keeps, is regenerated only when that path is given.
+//!
 //! Four scenarios, each against its limit: a `broker_bps` user quota, a `bps` quota on a 3-broker
 //! cluster, two users with `shares` 2:1 of one capacity, and two clients sharing a KIP-55 remainder.
 
@@ -110,8 +114,43 @@ fn run(scenario: &mut Scenario) -> Vec<Vec<u64>> {
     per_second
 }
 
+const USAGE: &str = "\
+usage: broker_loop [--svg PATH]
+
+Simulates a broker's request loop on four quota scenarios and prints each client's long-run rate
+against its limit. Writes no file unless asked:
+
+  --svg PATH   also draw the runs as an SVG and write it to PATH (replacing that file)
+  -h, --help   print this help";
+
+/// The SVG's path, if `--svg PATH` was given. Anything else it does not know ends the program, so a
+/// mistyped flag never runs (or writes) something other than what was asked.
+fn svg_path() -> Option<String> {
+    let mut args = std::env::args().skip(1);
+    let mut path = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            "--svg" => match args.next() {
+                Some(p) => path = Some(p),
+                None => fail("--svg needs a PATH"),
+            },
+            other => fail(&format!("unknown argument '{other}'")),
+        }
+    }
+    path
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("broker_loop: {message}\n\n{USAGE}");
+    std::process::exit(2);
+}
+
 fn main() {
-    let svg_path = std::env::args().skip_while(|a| a != "--svg").nth(1);
+    let svg_path = svg_path();
     let mut panels = Vec::new();
     for scenario in scenarios() {
         let mut scenario = scenario;
