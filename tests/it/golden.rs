@@ -1,4 +1,5 @@
-//! The seeds' list / describe / alter examples, in DESIGN.md's consistent form, through the library.
+//! The seeds' list / describe / alter examples, made consistent as in `docs/semantics.md`, through
+//! the library.
 
 use kquota::{
     format_describe, format_list, Alteration, BrokerLimit, ComponentMatch, Engine, Entity,

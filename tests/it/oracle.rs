@@ -1,5 +1,5 @@
 //! A deliberately naive model of the engine: a flat list of configured entries, resolved, described and
-//! listed by linear scans straight from DESIGN.md's tables.
+//! listed by linear scans straight from `docs/semantics.md`'s tables.
 //!
 //! Written to be obviously correct, not fast. It depends only on `kquota`'s public data types and std,
 //! so the fuzz crate can include it with `#[path = "../../tests/it/oracle.rs"] mod oracle;`. It never
@@ -15,7 +15,8 @@ use kquota::{
     SubQuotaPolicy,
 };
 
-/// Every accepted key spelling, written out by hand from DESIGN.md's key table.
+/// Every accepted key spelling, written out by hand from `docs/semantics.md`'s key table (Keys and
+/// units).
 pub(crate) const KEY_SPELLINGS: [(&str, QuotaKey); 14] = [
     ("consumer_byte_rate", QuotaKey::CONSUMER_BROKER_BPS),
     (
@@ -138,8 +139,8 @@ impl Oracle {
 
     // ----- resolution -----
 
-    /// The eight levels of DESIGN.md's table for a connection, most specific first, each with the entity
-    /// it stands for, or `None` where the connection has no such entity.
+    /// The eight levels of `docs/semantics.md`'s Resolution table for a connection, most specific
+    /// first, each with the entity it stands for, or `None` where the connection has no such entity.
     ///
     /// `user`/`client`: `None` is "a name with no entry of its own"; an empty client-id matches only
     /// levels 3 and 6; an empty user matches only levels 7 and 8.
@@ -287,8 +288,8 @@ impl Oracle {
         out
     }
 
-    /// DESIGN.md's unit conversion: `bps` divides by the broker count, `shares` are a weight of the
-    /// type's capacity, everything else is enforced as is.
+    /// `docs/semantics.md`'s unit conversion: `bps` divides by the broker count, `shares` are a weight
+    /// of the type's capacity, everything else is enforced as is.
     fn broker_limit(&self, key: QuotaKey, effective: f64) -> BrokerLimit {
         let producer = [
             QuotaKey::PRODUCER_BPS,
@@ -421,8 +422,9 @@ fn components(entity: &Entity) -> Vec<(EntityType, &EntityName)> {
     }
 }
 
-/// DESIGN.md's filter: every mentioned type must be present and match; unmentioned types are wildcards
-/// unless `strict`, which requires the entity to have exactly the mentioned types.
+/// `docs/semantics.md`'s filter (Listing): every mentioned type must be present and match;
+/// unmentioned types are wildcards unless `strict`, which requires the entity to have exactly the
+/// mentioned types.
 pub(crate) fn filter_matches(filter: &ListFilter, entity: &Entity) -> bool {
     let parts = components(entity);
     for (ty, m) in &filter.components {
@@ -486,7 +488,7 @@ pub(crate) fn within(total: f64, subs: &[f64]) -> bool {
     }
 }
 
-// ----- validation (DESIGN.md's Alterations section, with the Kafka quirks docs/semantics.md keeps) -----
+// ----- validation (`docs/semantics.md`'s Alterations section, with the Kafka quirks it keeps) -----
 
 /// One alteration as the oracle understands it: the entity and its ops with parsed keys.
 pub(crate) type Change = (Entity, Vec<(QuotaKey, Option<f64>)>);

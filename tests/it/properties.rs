@@ -334,7 +334,8 @@ fn batch() -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(step(), 1..=4)
 }
 
-/// Filters with at most one match per entity type, as DESIGN.md's filters are given.
+/// Filters with at most one match per entity type, as `docs/semantics.md`'s Listing section gives
+/// them.
 fn filter() -> impl Strategy<Value = ListFilter> {
     let exact = prop_oneof![select(&QUERY_NAMES[..]), select(&IPS[..]),]
         .prop_map(|n| ComponentMatch::Exact(n.to_owned()));
