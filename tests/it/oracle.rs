@@ -140,7 +140,8 @@ impl Oracle {
     // ----- resolution -----
 
     /// The eight levels of `docs/semantics.md`'s Resolution table for a connection, most specific
-    /// first, each with the entity it stands for, or `None` where the connection has no such entity.
+    /// first, each with the entity it stands for, or `None` where the connection has no such
+    /// entity.
     ///
     /// `user`/`client`: `None` is "a name with no entry of its own"; an empty client-id matches only
     /// levels 3 and 6; an empty user matches only levels 7 and 8.
@@ -288,8 +289,8 @@ impl Oracle {
         out
     }
 
-    /// `docs/semantics.md`'s unit conversion: `bps` divides by the broker count, `shares` are a weight
-    /// of the type's capacity, everything else is enforced as is.
+    /// `docs/semantics.md`'s unit conversion: `bps` divides by the broker count, `shares` are a
+    /// weight of the type's capacity, everything else is enforced as is.
     fn broker_limit(&self, key: QuotaKey, effective: f64) -> BrokerLimit {
         let producer = [
             QuotaKey::PRODUCER_BPS,
@@ -488,7 +489,7 @@ pub(crate) fn within(total: f64, subs: &[f64]) -> bool {
     }
 }
 
-// ----- validation (`docs/semantics.md`'s Alterations section, with the Kafka quirks it keeps) -----
+// ----- validation (`docs/semantics.md`'s Alterations section, with the Kafka quirks it keeps) ---
 
 /// One alteration as the oracle understands it: the entity and its ops with parsed keys.
 pub(crate) type Change = (Entity, Vec<(QuotaKey, Option<f64>)>);
