@@ -572,3 +572,72 @@ fn bulk_load_checks_what_an_alteration_checks() {
     // The kafka policy has no such rule.
     assert_eq!(load(SubQuotaPolicy::Kafka, over), Ok(3));
 }
+
+/// The builder's and the policy's errors are typed, and say what failed in the words kquotad prints.
+#[test]
+fn settings_errors_are_typed_and_worded() {
+    use kquota::{EngineBuildError, ParseError, QuotaType};
+    let err = Engine::builder().broker_count(0).build().unwrap_err();
+    assert_eq!(err, EngineBuildError::ZeroBrokerCount);
+    assert_eq!(err.to_string(), "broker count must be at least 1");
+    let err = Engine::builder()
+        .producer_capacity(f64::NAN)
+        .build()
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        EngineBuildError::InvalidCapacity {
+            quota_type: QuotaType::ProducerByteRate,
+            ..
+        }
+    ));
+    assert_eq!(
+        err.to_string(),
+        "producer capacity must be finite and greater than 0, got NaN"
+    );
+    let err = Engine::builder()
+        .consumer_capacity(-1.0)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        EngineBuildError::InvalidCapacity {
+            quota_type: QuotaType::ConsumerByteRate,
+            value: -1.0
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "consumer capacity must be finite and greater than 0, got -1"
+    );
+    let _: &dyn std::error::Error = &err;
+
+    assert_eq!("kafka".parse(), Ok(SubQuotaPolicy::Kafka));
+    assert_eq!("kip55".parse(), Ok(SubQuotaPolicy::Kip55));
+    for policy in [SubQuotaPolicy::Kip55, SubQuotaPolicy::Kafka] {
+        assert_eq!(policy.to_string().parse(), Ok(policy));
+    }
+    let err = "KIP55".parse::<SubQuotaPolicy>().unwrap_err();
+    assert_eq!(err, ParseError::UnknownSubQuotaPolicy("KIP55".into()));
+    assert_eq!(
+        err.to_string(),
+        "unknown sub-quota policy 'KIP55' (expected kip55 or kafka)"
+    );
+}
+
+/// Debug output names things instead of showing indices and bitmasks.
+#[test]
+fn debug_output_is_readable() {
+    let engine = Engine::new();
+    alter_ok(&engine, &[user("u").set("producer_byte_rate:bps", 10.0)]);
+    assert_eq!(
+        format!("{:?}", engine.resolve("u", "c")),
+        "Resolved {producer_byte_rate:bps: (10.0, User)}"
+    );
+    assert_eq!(format!("{:?}", engine.resolve("v", "c")), "Resolved {}");
+    assert_eq!(
+        format!("{:?}", ErrorCode::INVALID_REQUEST),
+        "ErrorCode(42: INVALID_REQUEST)"
+    );
+    assert_eq!(format!("{:?}", ErrorCode(7)), "ErrorCode(7)");
+}
