@@ -7,10 +7,31 @@ use std::sync::Arc;
 use super::bucket::{Bucket, Measure};
 use super::decision::{BucketOwner, MutationDecision, Throttle};
 use super::rate;
-use super::shared::{Meter, FETCH_KEYS, PRODUCE_KEYS};
+use super::shared::Meter;
 use crate::key::QuotaKey;
 use crate::resolve::Resolved;
 use crate::scope::BucketScope;
+
+/// The keys each kind of request is metered against.
+const PRODUCE_KEYS: [QuotaKey; 3] = [
+    QuotaKey::PRODUCER_BPS,
+    QuotaKey::PRODUCER_BROKER_BPS,
+    QuotaKey::PRODUCER_SHARES,
+];
+const FETCH_KEYS: [QuotaKey; 3] = [
+    QuotaKey::CONSUMER_BPS,
+    QuotaKey::CONSUMER_BROKER_BPS,
+    QuotaKey::CONSUMER_SHARES,
+];
+
+// Opening a connection's meter lives here, with the type it opens, so that the shared meter does not
+// depend on the connection's.
+impl Meter {
+    /// Opens the meter of one connection's (user, client-id). Cheap; keep it for the connection's life.
+    pub fn client(&self, user: &str, client_id: &str) -> ClientMeter {
+        ClientMeter::open(self.clone(), user, client_id)
+    }
+}
 
 /// The meter of one connection's (user, client-id). Not shared between threads: each connection owns
 /// one, and the buckets behind it are shared.
@@ -37,7 +58,7 @@ impl fmt::Debug for ClientMeter {
 
 impl ClientMeter {
     /// The meter of `(user, client_id)`, resolved and with its buckets.
-    pub(super) fn open(meter: Meter, user: &str, client_id: &str) -> ClientMeter {
+    fn open(meter: Meter, user: &str, client_id: &str) -> ClientMeter {
         let resolved = meter.inner.engine.resolve(user, client_id);
         let mut client = ClientMeter {
             meter,

@@ -8,7 +8,6 @@ use dashmap::DashMap;
 
 use super::allowance;
 use super::bucket::{Bucket, Measure};
-use super::client::ClientMeter;
 use super::clock::{Clock, SystemClock};
 use super::config::MeterConfig;
 use super::decision::{BucketOwner, BucketSnapshot, Throttle};
@@ -80,11 +79,6 @@ impl Meter {
     /// The engine whose quotas are metered.
     pub fn engine(&self) -> &Arc<Engine> {
         &self.inner.engine
-    }
-
-    /// Opens the meter of one connection's (user, client-id). Cheap; keep it for the connection's life.
-    pub fn client(&self, user: &str, client_id: &str) -> ClientMeter {
-        ClientMeter::open(self.clone(), user, client_id)
     }
 
     /// Records a new connection from `ip` against `connection_creation_rate` and returns how long to
@@ -323,18 +317,6 @@ impl Inner {
 fn share_slot(key: QuotaKey) -> usize {
     usize::from(key.quota_type() != QuotaType::ProducerByteRate)
 }
-
-/// The keys each kind of request is metered against.
-pub(super) const PRODUCE_KEYS: [QuotaKey; 3] = [
-    QuotaKey::PRODUCER_BPS,
-    QuotaKey::PRODUCER_BROKER_BPS,
-    QuotaKey::PRODUCER_SHARES,
-];
-pub(super) const FETCH_KEYS: [QuotaKey; 3] = [
-    QuotaKey::CONSUMER_BPS,
-    QuotaKey::CONSUMER_BROKER_BPS,
-    QuotaKey::CONSUMER_SHARES,
-];
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
