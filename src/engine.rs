@@ -18,18 +18,10 @@ use crate::describe::{self, BrokerView, DescribedQuota, ListFilter, ListedEntity
 use crate::entity::Entity;
 use crate::key::{QuotaKey, QuotaType};
 use crate::notify::ChangeNotification;
+use crate::persist::EntityChange;
 use crate::policy::SubQuotaPolicy;
 use crate::resolve::{self, ClientArg, IpQuota, Resolved};
 use crate::state::State;
-
-/// One entity's complete configuration after a commit, as handed to a durable store.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct EntityChange<'a> {
-    /// The entity.
-    pub entity: &'a Entity,
-    /// Its keys and values after the commit, in key order; empty when the entity is removed.
-    pub quotas: &'a [(QuotaKey, f64)],
-}
 
 /// A subscriber to change notifications.
 pub type Subscriber = Arc<dyn Fn(&[ChangeNotification]) + Send + Sync>;

@@ -116,8 +116,7 @@ pub use crate::scope::{BucketId, BucketScope};
 // Changing the configuration: batches of alterations, validated as Kafka validates them.
 pub use crate::alter::{AlterResult, Alteration, Op};
 // Making alterations durable before they become visible.
-pub use crate::engine::EntityChange;
-pub use crate::persist::{PersistError, Persistence};
+pub use crate::persist::{EntityChange, PersistError, Persistence};
 // Hearing of changes after they are visible.
 pub use crate::engine::Subscriber;
 pub use crate::notify::{ChangeNotification, NotificationV1, NotificationV2};
