@@ -127,7 +127,7 @@ pub use crate::describe::{
 pub use crate::text::{format_describe, format_list};
 // Answering as Kafka does: its error codes, and the Java map order its messages follow.
 pub use crate::error::{ApiError, ErrorCode, ParseError};
-pub use crate::java::{java_entity_string, java_map_order};
+pub use crate::java::{java_entity_string, java_hash_map_order, java_map_order, java_string_hash};
 
 /// Metering and throttling on the hot path, with Kafka's rate semantics.
 ///

@@ -559,51 +559,18 @@ fn java_double(v: f64) -> String {
 /// The entries in the order ConfigCommand prints them: Kafka's admin client collects them in a
 /// `new HashMap<>(entries.size())` keyed by `ClientQuotaEntity` (`DescribeClientQuotasResponse`).
 fn java_entity_order(entries: &[QuotaEntry]) -> Vec<&QuotaEntry> {
-    // kquota::java_map_order hashes its keys as `String.hashCode`, while these keys hash as
-    // `ClientQuotaEntity.hashCode`; each entry stands in as a string with the entity's hash.
-    let keys: Vec<String> = entries
-        .iter()
-        .enumerate()
-        .map(|(i, entry)| key_with_java_hash(i, java_entity_hash(entry)))
-        .collect();
-    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    kquota::java_map_order(&keys, entries.len())
+    let keys: Vec<&[(String, Option<String>)]> = entries.iter().map(|e| &e.entity[..]).collect();
+    kquota::java_hash_map_order(&keys, |entity| java_entity_hash(entity), entries.len())
         .into_iter()
         .map(|i| &entries[i])
         .collect()
 }
 
-/// A string whose `String.hashCode` is `hash`, distinct for each `unique`: `unique`'s digits, then
-/// seven characters U+0000 to U+001E, the base-31 digits of what the hash still needs (as
-/// `hashCode` is `s[0]*31^(n-1) + ... + s[n-1]` wrapping, and 31^7 exceeds 2^32).
-fn key_with_java_hash(unique: usize, hash: i32) -> String {
-    let prefix = unique.to_string();
-    let rest = (hash as u32)
-        .wrapping_sub((java_string_hash(&prefix) as u32).wrapping_mul(31u32.wrapping_pow(7)));
-    let mut digits = [0u32; 7];
-    let mut left = u64::from(rest);
-    for d in digits.iter_mut().rev() {
-        *d = (left % 31) as u32;
-        left /= 31;
-    }
-    prefix
-        + &digits
-            .iter()
-            .map(|&d| char::from_u32(d).expect("below 31"))
-            .collect::<String>()
-}
-
-/// Java's `String.hashCode`, for `ClientQuotaEntity.hashCode`.
-fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
-}
-
 /// `ClientQuotaEntity.hashCode`: `Objects.hash(entries)` over a `Map<String, String>`.
-fn java_entity_hash(entry: &QuotaEntry) -> i32 {
-    let map = entry.entity.iter().fold(0i32, |sum, (ty, name)| {
-        let value = name.as_deref().map_or(0, java_string_hash);
-        sum.wrapping_add(java_string_hash(ty) ^ value)
+fn java_entity_hash(entity: &[(String, Option<String>)]) -> i32 {
+    let map = entity.iter().fold(0i32, |sum, (ty, name)| {
+        let value = name.as_deref().map_or(0, kquota::java_string_hash);
+        sum.wrapping_add(kquota::java_string_hash(ty) ^ value)
     });
     31i32.wrapping_add(map)
 }
@@ -623,7 +590,7 @@ mod tests {
 
     #[test]
     fn hash_map_order_is_javas() {
-        assert_eq!(java_string_hash("producer_byte_rate"), -832_502_454);
+        assert_eq!(kquota::java_string_hash("producer_byte_rate"), -832_502_454);
         let entry = QuotaEntry {
             entity: vec![("user".to_owned(), Some("u".to_owned()))],
             values: vec![
@@ -639,29 +606,6 @@ mod tests {
     }
 
     #[test]
-    fn stand_in_keys_have_the_entitys_hash() {
-        for (i, hash) in [
-            0,
-            1,
-            -1,
-            30,
-            31,
-            i32::MIN,
-            i32::MAX,
-            -832_502_454,
-            123_456_789,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            for unique in [0, i, 10_000 + i, usize::MAX - i] {
-                assert_eq!(java_string_hash(&key_with_java_hash(unique, hash)), hash);
-            }
-        }
-        assert_ne!(key_with_java_hash(1, 7), key_with_java_hash(2, 7));
-    }
-
-    #[test]
     fn entities_keep_javas_order_with_equal_hashes() {
         let entry = |user: &str| QuotaEntry {
             entity: vec![("user".to_owned(), Some(user.to_owned()))],
@@ -670,7 +614,10 @@ mod tests {
         // "Aa" and "BB" have the same String.hashCode, so the same entity hash: one bucket, in
         // insertion order, both kept.
         let entries = [entry("BB"), entry("x"), entry("Aa")];
-        assert_eq!(java_entity_hash(&entries[0]), java_entity_hash(&entries[2]));
+        assert_eq!(
+            java_entity_hash(&entries[0].entity),
+            java_entity_hash(&entries[2].entity)
+        );
         let users: Vec<&str> = java_entity_order(&entries)
             .into_iter()
             .map(|e| e.entity[0].1.as_deref().unwrap())
@@ -678,7 +625,7 @@ mod tests {
         let mut expected = [("BB", 0), ("x", 1), ("Aa", 2)];
         // Java's order: by bucket of (h ^ h >>> 16) & 3, insertion order within one.
         expected.sort_by_key(|(_, i)| {
-            let h = java_entity_hash(&entries[*i]) as u32;
+            let h = java_entity_hash(&entries[*i].entity) as u32;
             (h ^ (h >> 16)) & 3
         });
         assert_eq!(users, expected.iter().map(|(u, _)| *u).collect::<Vec<_>>());
