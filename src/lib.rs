@@ -80,6 +80,22 @@
 //! `{client-id}` entity (one table entry with the hash, the name inline and the value inline, plus its
 //! share of the shard index), and about 195 bytes per `{user, client-id}` entity when every user has a
 //! single client, because each such user also keeps an entry of its own for its sub-quota sums.
+//!
+//! # What linking it costs
+//!
+//! This crate is the engine and the meter, and nothing else: no async runtime, no TLS, no database,
+//! no command line parser and no C code. Its normal dependency tree is 20 crates (21 with a crate that
+//! depends on it), and a new crate that embeds [`Engine`] and [`meter::Meter`] builds from an empty
+//! target directory in about 5–6 s on two cores (`scripts/broker-cost.sh`; `docs/benchmarks.md` has
+//! the runs, beside the 97 crates and about 42 s the same crate took when the engine came with the
+//! servers and tools). Kafka's quota admin APIs are the `kquota-wire` crate; a durable store is
+//! `kquota-store`.
+//!
+//! # Features
+//!
+//! | feature | default | what it adds | cost |
+//! | --- | --- | --- | --- |
+//! | `serde` | off | `ChangeNotification::v1_json` and `v2_json`, and `Serialize` / `Deserialize` for [`NotificationV1`] and [`NotificationV2`] | `serde`, `serde_derive`, `serde_json` and the proc-macro crates under them |
 
 mod alter;
 mod cache;
