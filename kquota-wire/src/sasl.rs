@@ -10,12 +10,13 @@ use kafka_protocol::messages::{
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use ring::hmac;
 
 use crate::frame::{Header, ReadResult, Reader};
 use crate::handler::{decode, respond, CloseReason, Handler, Outcome};
-use crate::security::scram::{ClientFirst, ScramCredential, ScramMechanism, ScramServer};
-use crate::security::{AuthContext, Principal, SaslMechanism, SaslStage, Session};
+use crate::security::scram::{
+    ClientFirst, ScramCredential, ScramMechanism, ScramServer, MIN_ITERATIONS,
+};
+use crate::security::{AuthContext, Credentials, Principal, SaslMechanism, SaslStage, Session};
 
 const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 const ILLEGAL_SASL_STATE: i16 = 34;
@@ -194,12 +195,17 @@ fn plain(h: &Handler, session: &mut Session, token: &[u8]) -> Result<Bytes, Fail
             format!("PLAIN user '{user}': no password"),
         ));
     }
-    let known = h
-        .sasl
-        .as_ref()
-        .and_then(|s| s.credentials.any(user))
-        .is_some_and(|c| c.verify_password(password));
-    if !known {
+    // A user that does not exist is checked against a stand-in with the same PBKDF2 as most
+    // users', so a wrong name costs, and takes, what a wrong password does.
+    let credentials = h.sasl.as_ref().map(|s| &*s.credentials);
+    let found = credentials.and_then(|c| c.any(user));
+    let (mechanism, iterations) = credentials.map_or(
+        (ScramMechanism::Sha256, MIN_ITERATIONS),
+        Credentials::usual_plain,
+    );
+    let stand_in = ScramCredential::decoy(mechanism, iterations, &h.decoy_key, user);
+    let matches = found.unwrap_or(&stand_in).verify_password(password);
+    if !(found.is_some() & matches) {
         return Err(fail(
             "Authentication failed: Invalid username or password",
             format!("PLAIN user '{user}': invalid username or password"),
@@ -216,14 +222,18 @@ fn plain(h: &Handler, session: &mut Session, token: &[u8]) -> Result<Bytes, Fail
     Ok(Bytes::new())
 }
 
-/// A stand-in credential for a user that does not exist, stable per user, so that the exchange
-/// fails only at the final step and does not reveal which users exist.
-fn decoy(h: &Handler, m: ScramMechanism, user: &str) -> Option<ScramCredential> {
-    let salt = hmac::sign(&h.decoy_key, user.as_bytes());
-    let mut c = ScramCredential::derive(m, b"", &salt.as_ref()[..32], 4096).ok()?;
-    // A key no proof can match: the hash of a client key is never all zeros in practice.
-    c.stored_key.iter_mut().for_each(|b| *b = 0);
-    Some(c)
+/// `user`'s credential for `m`, or a stand-in if there is none: stable per user, unpredictable,
+/// with the iteration count most users have, made with the same few HMACs whether the user exists
+/// or not, so that the exchange fails only at the final step, in the same time, and does not
+/// reveal which users exist.
+fn credential_or_decoy(h: &Handler, m: ScramMechanism, user: &str) -> ScramCredential {
+    let credentials = h.sasl.as_ref().map(|s| &*s.credentials);
+    let iterations = credentials.map_or(MIN_ITERATIONS, |c| c.usual_iterations(m));
+    let stand_in = ScramCredential::decoy(m, iterations, &h.decoy_key, user);
+    match credentials.and_then(|c| c.get(user, m)) {
+        Some(known) => known.clone(),
+        None => stand_in,
+    }
 }
 
 fn scram_first(
@@ -240,12 +250,7 @@ fn scram_first(
             log: format!("{m} user '{}': authorization id differs", first.username),
         });
     }
-    let credential = h
-        .sasl
-        .as_ref()
-        .and_then(|s| s.credentials.get(&first.username, m).cloned())
-        .or_else(|| decoy(h, m, &first.username))
-        .ok_or_else(|| scram_refusal(m, format!("{m}: no credential")))?;
+    let credential = credential_or_decoy(h, m, &first.username);
     let (server, out) =
         ScramServer::start(first, credential).map_err(|e| scram_refusal(m, format!("{m}: {e}")))?;
     session.sasl = SaslStage::ScramFinal(Box::new(server));

@@ -39,6 +39,38 @@ struct Entry {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Credentials {
     users: BTreeMap<String, Vec<ScramCredential>>,
+    /// How many credentials have each mechanism and iteration count, and how many users' first
+    /// credential (the one PLAIN checks) does: what an unknown user's stand-in looks like.
+    shapes: BTreeMap<Shape, usize>,
+    first_shapes: BTreeMap<Shape, usize>,
+}
+
+/// A credential's mechanism and iteration count.
+type Shape = (ScramMechanism, u32);
+
+fn shape(c: &ScramCredential) -> Shape {
+    (c.mechanism, c.iterations)
+}
+
+fn count(map: &mut BTreeMap<Shape, usize>, s: Option<Shape>, add: bool) {
+    let Some(s) = s else { return };
+    let n = map.entry(s).or_insert(0);
+    if add {
+        *n += 1;
+    } else {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            map.remove(&s);
+        }
+    }
+}
+
+/// The shape most counted (the lowest iteration count among equals), if any.
+fn most(map: &BTreeMap<Shape, usize>, mechanism: Option<ScramMechanism>) -> Option<Shape> {
+    map.iter()
+        .filter(|(s, _)| mechanism.is_none_or(|m| s.0 == m))
+        .max_by(|(a, x), (b, y)| x.cmp(y).then(b.cmp(a)))
+        .map(|(s, _)| *s)
 }
 
 impl Credentials {
@@ -50,9 +82,30 @@ impl Credentials {
     /// Adds or replaces `user`'s credential for its mechanism.
     pub fn insert(&mut self, user: &str, credential: ScramCredential) {
         let list = self.users.entry(user.to_owned()).or_default();
+        let old = list
+            .iter()
+            .find(|c| c.mechanism == credential.mechanism)
+            .map(shape);
+        let old_first = list.first().map(shape);
+        count(&mut self.shapes, old, false);
+        count(&mut self.shapes, Some(shape(&credential)), true);
         list.retain(|c| c.mechanism != credential.mechanism);
         list.push(credential);
         list.sort_by_key(|c| c.mechanism);
+        count(&mut self.first_shapes, old_first, false);
+        count(&mut self.first_shapes, list.first().map(shape), true);
+    }
+
+    /// The iteration count most of the users' `mechanism` credentials have (4096 without any):
+    /// an unknown user's stand-in gets it, so that the count tells nothing either.
+    pub(crate) fn usual_iterations(&self, mechanism: ScramMechanism) -> u32 {
+        most(&self.shapes, Some(mechanism)).map_or(MIN_ITERATIONS, |s| s.1)
+    }
+
+    /// The mechanism and iteration count most users' PLAIN check runs with (SCRAM-SHA-256 and
+    /// 4096 without users): an unknown user's PLAIN login costs the same PBKDF2.
+    pub(crate) fn usual_plain(&self) -> (ScramMechanism, u32) {
+        most(&self.first_shapes, None).unwrap_or((ScramMechanism::Sha256, MIN_ITERATIONS))
     }
 
     /// `user`'s credential for `mechanism`.
@@ -204,6 +257,22 @@ mod tests {
             .unwrap()
             .verify_password(b"a"));
         assert!(back.get("bob", ScramMechanism::Sha256).is_none());
+        assert_eq!(back.usual_iterations(ScramMechanism::Sha512), 4096);
+        assert_eq!(back.usual_plain(), (ScramMechanism::Sha256, 4096));
+        // Stand-ins look like most users: the commonest mechanism and iteration count.
+        let mut many = Credentials::new();
+        assert_eq!(many.usual_plain(), (ScramMechanism::Sha256, 4096));
+        for (user, m, n) in [
+            ("a", ScramMechanism::Sha512, 8192),
+            ("b", ScramMechanism::Sha512, 8192),
+            ("c", ScramMechanism::Sha256, 4096),
+            ("c", ScramMechanism::Sha256, 16384),
+        ] {
+            many.insert(user, ScramCredential::generate(m, "p", n).unwrap());
+        }
+        assert_eq!(many.usual_plain(), (ScramMechanism::Sha512, 8192));
+        assert_eq!(many.usual_iterations(ScramMechanism::Sha256), 16384);
+        assert_eq!(many.usual_iterations(ScramMechanism::Sha512), 8192);
         for bad in [
             "[]",
             r#"{"a":{"SCRAM-SHA-1":{"salt":"AA==","iterations":4096,"stored_key":"","server_key":""}}}"#,

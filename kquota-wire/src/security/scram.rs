@@ -300,6 +300,41 @@ impl ScramCredential {
         })
     }
 
+    /// A stand-in entry for `user`, who does not exist: its salt is keyed by `key` and the name, so
+    /// it is the same on every attempt and unpredictable without `key`, and its `StoredKey` is all
+    /// zeros, which no proof and no password can match (that would need a hash of all zeros).
+    ///
+    /// It costs two or three HMACs, no PBKDF2, so an unknown user costs what a known one costs; a
+    /// PLAIN login checked against it ([`ScramCredential::verify_password`]) runs the same PBKDF2
+    /// as a known user's. `iterations` should be the count most known users have.
+    pub(crate) fn decoy(
+        mechanism: ScramMechanism,
+        iterations: u32,
+        key: &hmac::Key,
+        user: &str,
+    ) -> ScramCredential {
+        let keyed = |what: &str| {
+            let mut ctx = hmac::Context::with_key(key);
+            for part in [what.as_bytes(), b"\0", mechanism.name().as_bytes(), b"\0"] {
+                ctx.update(part);
+            }
+            ctx.update(user.as_bytes());
+            ctx.sign()
+        };
+        let len = mechanism.algorithm().digest.output_len();
+        let salt = keyed("salt").as_ref()[..32.min(len)].to_vec();
+        let mut server_key = keyed("server key 1").as_ref().to_vec();
+        server_key.extend_from_slice(keyed("server key 2").as_ref());
+        server_key.resize(len, 0);
+        ScramCredential {
+            mechanism,
+            salt,
+            iterations: iterations.clamp(MIN_ITERATIONS, MAX_ITERATIONS),
+            stored_key: vec![0; len],
+            server_key,
+        }
+    }
+
     /// Whether `password` is the one this entry was made from (PLAIN logins): derives `StoredKey`
     /// and compares it in constant time.
     pub fn verify_password(&self, password: &[u8]) -> bool {
@@ -862,6 +897,45 @@ mod tests {
         ] {
             assert!(server.finish(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn decoys_are_stable_keyed_and_match_nothing() {
+        let key = hmac::Key::new(hmac::HMAC_SHA256, b"decoy key");
+        let other = hmac::Key::new(hmac::HMAC_SHA256, b"another key");
+        for m in ScramMechanism::ALL {
+            let a = ScramCredential::decoy(m, 8192, &key, "mallory");
+            assert_eq!(a, ScramCredential::decoy(m, 8192, &key, "mallory"));
+            assert_ne!(a.salt, ScramCredential::decoy(m, 8192, &key, "trent").salt);
+            assert_ne!(
+                a.salt,
+                ScramCredential::decoy(m, 8192, &other, "mallory").salt
+            );
+            let real = ScramCredential::generate(m, "pw", 8192).unwrap();
+            assert_eq!(
+                (
+                    a.salt.len(),
+                    a.iterations,
+                    a.stored_key.len(),
+                    a.server_key.len()
+                ),
+                (
+                    real.salt.len(),
+                    real.iterations,
+                    real.stored_key.len(),
+                    real.server_key.len()
+                )
+            );
+            assert!(!a.verify_password(b""));
+            assert!(!a.verify_password(b"pw"));
+            let mut client = ScramClient::new(m, "mallory", "").unwrap();
+            let first = ClientFirst::parse(&client.client_first()).unwrap();
+            let (server, server_first) = ScramServer::start(first, a).unwrap();
+            let fin = client.client_final(&server_first).unwrap();
+            assert_eq!(server.finish(&fin), Err(ScramError::InvalidCredentials));
+        }
+        let n = ScramCredential::decoy(ScramMechanism::Sha256, 1, &key, "x").iterations;
+        assert_eq!(n, MIN_ITERATIONS);
     }
 
     #[test]
