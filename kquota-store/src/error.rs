@@ -48,7 +48,9 @@ impl fmt::Display for StoreError {
             StoreError::Io(path, e) => {
                 write!(f, "cannot use data directory {}: {e}", path.display())
             }
-            StoreError::Db(e) => write!(f, "store error: {e}"),
+            // The database's own words (and its file, when opening it failed): the callers say
+            // it is the store's ("Store error: …" in an alteration's answer), so this does not.
+            StoreError::Db(e) => write!(f, "{e}"),
             StoreError::Corrupt { path, reason } => {
                 write!(f, "stored entry {path} cannot be read: {reason}")
             }
@@ -174,5 +176,23 @@ impl Error for CorruptEntry {
             CorruptEntry::NotUtf8(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_failure_reads_once() {
+        let write = db_err("No space left on device (os error 28)");
+        assert_eq!(write.to_string(), "No space left on device (os error 28)");
+        // As an alteration's answer puts it.
+        assert_eq!(
+            format!("Store error: {write}"),
+            "Store error: No space left on device (os error 28)"
+        );
+        let open = open_err(Path::new("/data/quotas.redb"), "Database already open");
+        assert_eq!(open.to_string(), "/data/quotas.redb: Database already open");
     }
 }
