@@ -21,8 +21,11 @@ pub const API_VERSIONS: i16 = 18;
 pub const DESCRIBE_CLIENT_QUOTAS: i16 = 48;
 /// AlterClientQuotas' API key.
 pub const ALTER_CLIENT_QUOTAS: i16 = 49;
-/// The seeds' draft AlterQuotas API key. Apache Kafka gave 50 to DescribeUserScramCredentials.
+/// The seeds' draft AlterQuotas API key, served only with the draft enabled. Apache Kafka gave 50
+/// to DescribeUserScramCredentials, which 50 serves otherwise (the default).
 pub const ALTER_QUOTAS: i16 = 50;
+/// DescribeUserScramCredentials' API key, served unless the seeds' draft AlterQuotas is enabled.
+pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 50;
 /// DescribeCluster's API key.
 pub const DESCRIBE_CLUSTER: i16 = 60;
 /// SaslHandshake's API key.
@@ -59,7 +62,8 @@ impl ApiSupport {
 /// ApiVersions' own range, which an UNSUPPORTED_VERSION answer lists.
 pub(crate) const API_VERSIONS_SUPPORT: ApiSupport = ApiSupport::new(API_VERSIONS, 0, 4);
 
-/// Every API the handler can serve, by key. AlterQuotas (50) is left out when the draft is disabled.
+/// Every API the handler can serve, by key. 50 is DescribeUserScramCredentials v0, or with the draft
+/// enabled the seeds' AlterQuotas v0: the same key and range, so always listed.
 pub const SUPPORTED_APIS: [ApiSupport; 6] = [
     ApiSupport::new(METADATA, 0, 12),
     API_VERSIONS_SUPPORT,
@@ -219,12 +223,13 @@ pub struct Handler {
 }
 
 impl Handler {
-    /// A handler serving `engine` as the node `info`, with the draft AlterQuotas (50) enabled.
+    /// A handler serving `engine` as the node `info`, with DescribeUserScramCredentials on 50 (the
+    /// seeds' draft AlterQuotas disabled).
     pub fn new(engine: Arc<Engine>, info: ServerInfo) -> Handler {
         Handler {
             engine,
             info,
-            draft_alter_quotas: true,
+            draft_alter_quotas: false,
             store: None,
             sasl: None,
             authorizer: None,
@@ -266,9 +271,10 @@ impl Handler {
         self
     }
 
-    /// Enables or disables the seeds' draft AlterQuotas on apiKey 50 (enabled by default). Disabled,
-    /// key 50 is not listed by ApiVersions and a request to it closes the connection, as a Kafka
-    /// broker would for an API it does not know.
+    /// Enables or disables the seeds' draft AlterQuotas on apiKey 50 (disabled by default). Enabled,
+    /// 50 is the draft (v0, request header v1); disabled, 50 is Kafka's DescribeUserScramCredentials
+    /// (v0, flexible). ApiVersions lists `{50, 0, 0}` either way. A request cannot say which it
+    /// means, so the server decides (`docs/wire.md`).
     pub fn with_draft_alter_quotas(mut self, enabled: bool) -> Handler {
         self.draft_alter_quotas = enabled;
         self
@@ -296,7 +302,6 @@ impl Handler {
         let sasl = session.protocol().uses_sasl();
         let mut apis: Vec<ApiSupport> = SUPPORTED_APIS
             .into_iter()
-            .filter(|a| self.draft_alter_quotas || a.api_key != ALTER_QUOTAS)
             .chain(SASL_APIS.into_iter().filter(|_| sasl))
             .collect();
         apis.sort_by_key(|a| a.api_key);
@@ -359,7 +364,11 @@ impl Handler {
             &mut r,
             api_key,
             api_version,
-            request_header_version(api_key, api_version),
+            if api_key == DESCRIBE_USER_SCRAM_CREDENTIALS && !self.draft_alter_quotas {
+                2
+            } else {
+                request_header_version(api_key, api_version)
+            },
         )
         .map_err(CloseReason::MalformedHeader)?;
         let body = &frame[r.position()..];
@@ -390,10 +399,16 @@ impl Handler {
                 log_denial(session, allowed, "AlterClientQuotas");
                 crate::alter::handle(self, allowed, header, body).map(ok)
             }
-            ALTER_QUOTAS => {
+            ALTER_QUOTAS if self.draft_alter_quotas => {
                 let allowed = self.may_alter(session);
                 log_denial(session, allowed, "AlterQuotas");
                 crate::alter_quotas::handle(self, allowed, header, body).map(ok)
+            }
+            DESCRIBE_USER_SCRAM_CREDENTIALS => {
+                // Kafka: DESCRIBE on the cluster, mapped as describing quotas is.
+                let allowed = self.may_describe(session);
+                log_denial(session, allowed, "DescribeUserScramCredentials");
+                crate::scram_credentials::handle(self, allowed, header, body).map(ok)
             }
             SASL_HANDSHAKE => crate::sasl::handshake(self, session, header, body),
             SASL_AUTHENTICATE => crate::sasl::authenticate(self, session, header, body),

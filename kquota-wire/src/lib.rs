@@ -11,7 +11,7 @@
 //! | ApiVersions | 18 | 0–4 |
 //! | DescribeClientQuotas | 48 | 0–1 |
 //! | AlterClientQuotas | 49 | 0–1 |
-//! | AlterQuotas (the seeds' draft) | 50 | 0 |
+//! | DescribeUserScramCredentials (default) or AlterQuotas (the seeds' draft, when enabled) | 50 | 0 |
 //! | DescribeCluster | 60 | 0–1 |
 //! | SaslHandshake (SASL listeners) | 17 | 1 |
 //! | SaslAuthenticate (SASL listeners) | 36 | 0–2 |
@@ -28,8 +28,9 @@
 //! unknown API key, an unsupported version of any other API, or a request that does not decode closes
 //! the connection. None of these reaches the engine. Bytes after a complete request body are
 //! ignored, for every API the draft included, as Kafka's request parsing ignores them.
-//! `docs/wire.md` describes every message, the draft apiKey 50 (which Apache Kafka later gave to
-//! DescribeUserScramCredentials) and each deviation from Kafka.
+//! `docs/wire.md` describes every message, apiKey 50 (Kafka's DescribeUserScramCredentials by
+//! default; the seeds' draft AlterQuotas with [`Handler::with_draft_alter_quotas`]) and each
+//! deviation from Kafka.
 //!
 //! # Features
 //!
@@ -80,6 +81,7 @@ mod describe;
 mod frame;
 mod handler;
 mod sasl;
+mod scram_credentials;
 mod security;
 
 // The public interface: everything a broker, kquotad or kquota-cli uses, and nothing else. Each group
@@ -89,8 +91,8 @@ mod security;
 // The handler and what it answers: one frame in, one outcome out.
 pub use crate::handler::{
     ApiSupport, CloseReason, Handler, Outcome, ServerInfo, ALTER_CLIENT_QUOTAS, ALTER_QUOTAS,
-    API_VERSIONS, DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, METADATA, SASL_APIS, SASL_AUTHENTICATE,
-    SASL_HANDSHAKE, SUPPORTED_APIS,
+    API_VERSIONS, DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, DESCRIBE_USER_SCRAM_CREDENTIALS,
+    METADATA, SASL_APIS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SUPPORTED_APIS,
 };
 
 // Framing, and the limits on what a peer may send.

@@ -14,8 +14,9 @@ use tracing::{error, info, warn};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Serve Kafka's client-quota admin APIs (DescribeClientQuotas, AlterClientQuotas, and the seeds'
-/// draft AlterQuotas) from a durable local store.
+/// Serve Kafka's client-quota admin APIs (DescribeClientQuotas, AlterClientQuotas,
+/// DescribeUserScramCredentials on apiKey 50, or there the seeds' draft AlterQuotas with
+/// --draft-alter-quotas true) from a durable local store.
 ///
 /// Settings come from an optional properties file in Kafka's style, then from flags, which win.
 /// Every alteration is on disk (fsync) before it is acknowledged; on start the store is loaded
@@ -115,9 +116,10 @@ struct Args {
     /// This node's id [default: 1]
     #[arg(long, value_name = "ID")]
     node_id: Option<String>,
-    /// Serve the draft AlterQuotas on apiKey 50: true or false [default: true]. Kafka's own
-    /// kafka-configs --describe --entity-type users asks apiKey 50 for SCRAM credentials; with false it
-    /// gets a clean "unsupported" instead of a timeout.
+    /// What apiKey 50 serves: false (the default) serves Kafka's DescribeUserScramCredentials (the
+    /// SASL users' mechanisms and iterations, which kafka-configs --describe --entity-type users
+    /// asks for); true serves the seeds' draft AlterQuotas instead, for clients written against the
+    /// draft (Kafka's tools then time out describing users) [default: false]
     #[arg(long, value_name = "BOOL")]
     draft_alter_quotas: Option<String>,
 }

@@ -131,6 +131,11 @@ impl Credentials {
         self.users.is_empty()
     }
 
+    /// Every user by name, in name order, with their credentials (SHA-256 first).
+    pub fn users(&self) -> impl Iterator<Item = (&str, &[ScramCredential])> {
+        self.users.iter().map(|(u, c)| (u.as_str(), c.as_slice()))
+    }
+
     /// Parses the JSON form; every field is checked.
     pub fn from_json(text: &str) -> Result<Credentials, CredentialError> {
         let raw: BTreeMap<String, BTreeMap<String, Entry>> =

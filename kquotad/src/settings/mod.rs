@@ -82,8 +82,9 @@ pub struct ServerConfig {
     /// Whether `User:ANONYMOUS` may describe quotas (`kquota.describe.allow.anonymous`, false).
     pub describe_allow_anonymous: bool,
     /// Whether apiKey 50 serves the seeds' draft AlterQuotas (`kquota.draft.alter.quotas.enable`,
-    /// true). Kafka uses 50 for DescribeUserScramCredentials, which Kafka's own `kafka-configs`
-    /// calls when describing users; with the draft off, that call fails at once instead of timing out.
+    /// false). Off, 50 is Kafka's DescribeUserScramCredentials (the users of
+    /// `sasl.credentials.file`), which Kafka's own `kafka-configs` calls when describing users; on,
+    /// 50 is the draft for clients written against it, and that call of Kafka's tools times out.
     pub draft_alter_quotas: bool,
     /// `sasl.enabled.mechanisms` (default `SCRAM-SHA-256,SCRAM-SHA-512`).
     pub sasl_mechanisms: Vec<SaslMechanism>,
@@ -119,7 +120,7 @@ impl Default for ServerConfig {
             cluster_id: "kquota-cluster".to_owned(),
             super_users: Vec::new(),
             describe_allow_anonymous: false,
-            draft_alter_quotas: true,
+            draft_alter_quotas: false,
             sasl_mechanisms: vec![
                 SaslMechanism::Scram(ScramMechanism::Sha256),
                 SaslMechanism::Scram(ScramMechanism::Sha512),

@@ -7,8 +7,10 @@ use std::time::Duration;
 use bytes::BytesMut;
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
 use kafka_protocol::messages::{
-    AlterClientQuotasRequest, ApiVersionsRequest, DescribeClientQuotasRequest, RequestHeader,
+    AlterClientQuotasRequest, ApiVersionsRequest, DescribeClientQuotasRequest,
+    DescribeUserScramCredentialsRequest, RequestHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
@@ -316,34 +318,38 @@ this line is wrong
 }
 
 #[test]
-fn the_draft_alter_quotas_can_be_switched_off() {
-    let advertises_50 = |server: &Kquotad| {
+fn the_draft_alter_quotas_can_be_switched_on() {
+    let lists_50 = |server: &Kquotad| {
         let mut conn = Conn::open(server.addr);
         let resp = conn
             .call(&ApiVersionsRequest::default(), 0)
             .expect("ApiVersions answered");
-        resp.api_keys.iter().any(|k| k.api_key == 50)
+        resp.api_keys
+            .iter()
+            .any(|k| (k.api_key, k.min_version, k.max_version) == (50, 0, 0))
     };
+    let describe_all = DescribeUserScramCredentialsRequest::default();
+    // By default 50 is Kafka's DescribeUserScramCredentials: no SASL users, so none.
     let dir = data_dir();
-    let on = Kquotad::start(&dir, &[]);
-    assert!(advertises_50(&on), "served by default, as the design asks");
-    drop(on);
+    let default = Kquotad::start(&dir, &[]);
+    assert!(lists_50(&default));
+    let resp = Conn::open(default.addr)
+        .call(&describe_all, 0)
+        .expect("DescribeUserScramCredentials answered");
+    assert_eq!((resp.error_code, resp.results.len()), (0, 0));
+    drop(default);
 
+    // With the draft on, 50 is the seeds' AlterQuotas: Kafka's request does not decode as the draft
+    // and the connection closes, and the server keeps serving.
     let dir = data_dir();
-    let off = Kquotad::start(&dir, &["--draft-alter-quotas", "false"]);
-    assert!(!advertises_50(&off));
-    // A request on 50 is now an unknown API: the connection closes at once (what a Kafka client's
-    // DescribeUserScramCredentials meets), and the server keeps serving.
-    let mut conn = Conn::open(off.addr);
-    let mut frame = Vec::new();
-    frame.extend_from_slice(&50i16.to_be_bytes());
-    frame.extend_from_slice(&0i16.to_be_bytes());
-    frame.extend_from_slice(&7i32.to_be_bytes());
-    frame.extend_from_slice(&(-1i16).to_be_bytes());
-    conn.send_raw(&frame).unwrap();
-    assert!(conn.read_raw().is_none(), "the connection closes");
-    assert!(!advertises_50(&off));
-    drop(off);
+    let on = Kquotad::start(&dir, &["--draft-alter-quotas", "true"]);
+    assert!(lists_50(&on));
+    let alice = UserName::default().with_name(StrBytes::from_static_str("alice"));
+    let describe_alice = describe_all.with_users(Some(vec![alice]));
+    let closed = Conn::open(on.addr).call(&describe_alice, 0).is_none();
+    assert!(closed, "the connection closes");
+    assert!(lists_50(&on));
+    drop(on);
 
     // A value that is not a boolean is refused at start-up.
     let (code, stderr) = kquotad_exit(&[

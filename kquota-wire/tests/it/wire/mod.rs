@@ -1,5 +1,6 @@
-//! The wire handler, one module per area: golden bytes for every served version of 48, 49 and the
-//! draft 50, ApiVersions, Metadata and DescribeCluster, Kafka's validation and error shapes, and bad
+//! The wire handler, one module per area: golden bytes for every served version of 48, 49, the
+//! draft 50 and DescribeUserScramCredentials (50 by default), ApiVersions, Metadata and
+//! DescribeCluster, Kafka's validation and error shapes, and bad
 //! input that must close the connection without a panic or a change to the engine. The helpers and
 //! the requests several areas send are here.
 
@@ -9,6 +10,7 @@ mod cluster;
 mod describe;
 mod draft;
 mod malformed;
+mod scram_credentials;
 
 use std::sync::Arc;
 
@@ -48,8 +50,10 @@ fn info() -> ServerInfo {
     }
 }
 
+/// A handler with the seeds' draft AlterQuotas enabled, so that the areas written for it keep
+/// testing it on 50; `scram_credentials.rs` tests the default (DescribeUserScramCredentials).
 fn handler_with(engine: Engine) -> Handler {
-    Handler::new(Arc::new(engine), info())
+    Handler::new(Arc::new(engine), info()).with_draft_alter_quotas(true)
 }
 
 fn handler() -> Handler {
