@@ -6,6 +6,8 @@
 //!   SASL_SSL.
 //! * [`ClientConfig`]: its settings, read from a Kafka admin-client properties file
 //!   (`--command-config`; [`KNOWN_KEYS`] lists the keys it understands).
+//! * How the tools show what a server returns, whatever it is ([`list_text`], [`list_json`],
+//!   [`resolve`], [`describe_text`], [`entity_text`]): no entry is refused or changed.
 //! * The conventions every kquota command shares ([`Failure`], [`exit_status`], [`clap_failure`],
 //!   [`write_out`], [`usage`]): one `error: …` line on stderr, exit status 2 for a wrong command
 //!   line or `--command-config`, 1 when the server refused or could not be reached.
@@ -29,6 +31,7 @@ mod client;
 mod config;
 mod exit;
 mod jaas;
+mod show;
 
 // The public API, all of it here; the modules stay private so that items can move between them.
 //
@@ -40,6 +43,13 @@ pub use crate::client::{
 // Its settings: `--command-config`, including `sasl.jaas.config`.
 pub use crate::config::{ClientConfig, ConfigError, SaslLogin, KNOWN_KEYS};
 pub use crate::jaas::{parse_jaas, JaasConfig, JaasError, PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE};
+// How the tools show what a server returns: every entity, name, key and value (docs/cli.md,
+// "Entries as the server stores them").
+pub use crate::show::{
+    describe_quotas_json, describe_text, entity_json, entity_text, entries_json_in_order,
+    list_json, list_text, matches, name_text, quote, resolve, sort_entries, value_json, value_text,
+    Candidate, Condition, Described, ShownKey, Source, WireEntity,
+};
 // How every kquota command ends: exit statuses, usage errors, output.
 pub use crate::exit::{
     bootstrap_servers, clap_failure, exit_status, load_command_config, usage, write_out, Failure,

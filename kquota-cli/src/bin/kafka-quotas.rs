@@ -9,15 +9,16 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use kquota::{
-    format_describe, format_list, Alteration, ComponentMatch, DescribedQuota, Engine, Entity,
-    EntityName, EntityType, Level, ListFilter, ListedEntity, ParseError, QuotaKey, QuotaType,
-    SubQuotaPolicy,
+    Alteration, ComponentMatch, Entity, EntityName, EntityType, Level, ParseError, QuotaKey,
+    QuotaType,
 };
 use kquota_cli::{
-    bootstrap_servers, clap_failure, error_name, exit_status, ip_or_resolvable_host,
-    load_command_config, usage, write_out, AdminClient, ClientConfig, Failure, QuotaEntry,
+    bootstrap_servers, clap_failure, describe_quotas_json, describe_text, entity_text, error_name,
+    exit_status, ip_or_resolvable_host, list_json, list_text, load_command_config, matches,
+    resolve, sort_entries, usage, write_out, AdminClient, Candidate, ClientConfig, Condition,
+    Failure,
 };
-use serde_json::{json, Value};
+use serde_json::json;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -27,6 +28,10 @@ Examples:
 
   List the entities of users whose name starts with user-:
     kafka-quotas --bootstrap-server localhost:9092 --list --prefix=user=user-
+
+  List the entities with a name of any type (user, client-id, ip) that starts with user (the
+  seed's form):
+    kafka-quotas --bootstrap-server localhost:9092 --list --match=prefix=user
 
   The effective quotas of user-one's client my-client, with what they override:
     kafka-quotas --bootstrap-server localhost:9092 --describe \\
@@ -53,6 +58,10 @@ Output:
   entities. --describe prints `type unit value entity` columns, an overridden entry after the
   entry that overrides it, marked ` * `. --alter prints nothing on success. --output json prints
   the documented JSON form instead (docs/cli.md).
+  Whatever the server stores is shown: a name that could be misread (empty, `<default>` spelled
+  out, commas, quotes, white space at an end, characters that do not show) is quoted,
+  \"<default>\"; a key this tool does not know prints as sent, `key value`, in place of
+  `type unit value`; entity types it does not know follow user, client-id and ip.
 
 Exit status:
   0  success
@@ -65,7 +74,7 @@ Exit status:
 ///
 /// Talks Kafka's DescribeClientQuotas and AlterClientQuotas APIs to any broker (kquotad or Apache
 /// Kafka). --describe computes the effective quotas on this side, from the configured entities, with
-/// kquota's precedence rules; --prefix is filtered on this side too.
+/// kquota's precedence rules; --prefix and --match are filtered on this side too.
 #[derive(Debug, Parser)]
 #[command(name = "kafka-quotas", version, after_help = EXAMPLES)]
 struct Args {
@@ -77,7 +86,8 @@ struct Args {
     /// bootstrap.servers (docs/cli.md lists them all)
     #[arg(long, value_name = "FILE")]
     command_config: Option<PathBuf>,
-    /// List the entities that match --names / --defaults / --prefix and their configured entries
+    /// List the entities that match --names / --defaults / --prefix / --match and their configured
+    /// entries
     #[arg(long, help_heading = "Operations (give exactly one)")]
     list: bool,
     /// Describe the effective quotas of a user and/or client-id (or an ip), and where each comes
@@ -95,13 +105,16 @@ struct Args {
     #[arg(long, value_name = "TYPE,...", help_heading = "Entity")]
     defaults: Vec<String>,
     /// (--list) Comma-separated type=prefix pairs, e.g. user=test-user-
+    #[arg(long, value_name = "TYPE=PREFIX,...", help_heading = "Entity")]
+    prefix: Vec<String>,
+    /// (--list) The seed's spelling: type=prefix pairs as for --prefix, or prefix=NAME for an
+    /// entity with a name of any type that begins with NAME, e.g. --match=prefix=user
     #[arg(
-        long,
-        visible_alias = "match",
-        value_name = "TYPE=PREFIX,...",
+        long = "match",
+        value_name = "TYPE=PREFIX|prefix=NAME,...",
         help_heading = "Entity"
     )]
-    prefix: Vec<String>,
+    match_: Vec<String>,
     /// (--describe) Also print the entries that the effective ones override
     #[arg(long, help_heading = "Describe")]
     include_overrides: bool,
@@ -144,6 +157,14 @@ enum Spec {
     Prefix(String),
 }
 
+/// What --names, --defaults, --prefix and --match ask for: one spec per entity type, and the
+/// seed's untyped `prefix=NAME` conditions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct EntitySpec {
+    typed: Vec<(EntityType, Spec)>,
+    any_name: Vec<String>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Operation {
     List,
@@ -153,21 +174,22 @@ enum Operation {
 
 fn run(args: Args) -> Result<(), Failure> {
     let op = operation(&args)?;
-    let components = entity_spec(&args)?;
+    let spec = entity_spec(&args)?;
+    let components = &spec.typed;
     let config = load_command_config(args.command_config.as_deref())?;
     let bootstrap = bootstrap_servers(args.bootstrap_server.as_deref(), &config)?;
     match op {
-        Operation::List => list(&bootstrap, &config, &components, args.output),
+        Operation::List => list(&bootstrap, &config, &spec, args.output),
         Operation::Describe => describe(
             &bootstrap,
             &config,
-            &components,
+            components,
             args.include_overrides,
             args.output,
         ),
         Operation::Alter => {
             let ops = alter_ops(&args.add, &args.delete)?;
-            alter(&bootstrap, &config, &components, &ops, args.validate_only)
+            alter(&bootstrap, &config, components, &ops, args.validate_only)
         }
     }
 }
@@ -194,6 +216,7 @@ fn operation(args: &Args) -> Result<Operation, Failure> {
     };
     let misplaced = [
         (!args.prefix.is_empty(), "--prefix", Operation::List),
+        (!args.match_.is_empty(), "--match", Operation::List),
         (
             args.include_overrides,
             "--include-overrides",
@@ -230,13 +253,29 @@ fn entity_type(ty: &str, flag: &str) -> Result<EntityType, Failure> {
     })
 }
 
-/// --names, --defaults and --prefix as one component per entity type.
-fn entity_spec(args: &Args) -> Result<Vec<(EntityType, Spec)>, Failure> {
+/// The prefix flags the command line uses, as the messages name them: `--prefix` unless only
+/// `--match` is typed.
+fn prefix_flags(args: &Args) -> &'static str {
+    match (args.prefix.is_empty(), args.match_.is_empty()) {
+        (true, false) => "--match",
+        (false, false) => "--prefix and --match",
+        _ => "--prefix",
+    }
+}
+
+/// --names, --defaults, --prefix and --match as one component per entity type, and the untyped
+/// `prefix=NAME` conditions of --match (and --prefix).
+fn entity_spec(args: &Args) -> Result<EntitySpec, Failure> {
     let mut out: Vec<(EntityType, Spec)> = Vec::new();
+    let mut any_name: Vec<String> = Vec::new();
+    let across = match prefix_flags(args) {
+        "--prefix and --match" => "--names, --defaults, --prefix and --match".to_owned(),
+        flag => format!("--names, --defaults and {flag}"),
+    };
     let mut push = |ty: EntityType, spec: Spec| {
         if out.iter().any(|(t, _)| *t == ty) {
             return usage(format!(
-                "{ty} is given more than once; give each entity type once across --names, --defaults and --prefix"
+                "{ty} is given more than once; give each entity type once across {across}"
             ));
         }
         out.push((ty, spec));
@@ -269,22 +308,33 @@ fn entity_spec(args: &Args) -> Result<Vec<(EntityType, Spec)>, Failure> {
         }
         push(entity_type(ty, "--defaults")?, Spec::Default)?;
     }
-    for pair in split_list(&args.prefix) {
-        let Some((ty, prefix)) = pair.split_once('=') else {
-            return usage(format!(
-                "--prefix takes type=prefix pairs such as user=test-user-; got '{pair}'"
-            ));
-        };
-        push(
-            entity_type(ty, "--prefix")?,
-            Spec::Prefix(prefix.to_owned()),
-        )?;
+    for (flag, values) in [("--prefix", &args.prefix), ("--match", &args.match_)] {
+        for pair in split_list(values) {
+            let Some((ty, prefix)) = pair.split_once('=') else {
+                return usage(if flag == "--match" {
+                    format!("--match takes type=prefix pairs such as user=test-user-, or prefix=NAME for a name of any type; got '{pair}'")
+                } else {
+                    format!(
+                        "--prefix takes type=prefix pairs such as user=test-user-; got '{pair}'"
+                    )
+                });
+            };
+            // The seed's `--match=prefix=NAME`: "prefix" is not an entity type.
+            if ty == "prefix" {
+                any_name.push(prefix.to_owned());
+                continue;
+            }
+            push(entity_type(ty, flag)?, Spec::Prefix(prefix.to_owned()))?;
+        }
     }
     let has = |t: EntityType| out.iter().any(|(ty, _)| *ty == t);
     if has(EntityType::Ip) && (has(EntityType::User) || has(EntityType::ClientId)) {
         return usage("ip cannot be combined with user or client-id; give ip on its own");
     }
-    Ok(out)
+    Ok(EntitySpec {
+        typed: out,
+        any_name,
+    })
 }
 
 fn connect(bootstrap: &str, config: &ClientConfig) -> Result<AdminClient, Failure> {
@@ -304,80 +354,35 @@ fn component(spec: &Spec) -> ComponentMatch {
     }
 }
 
-/// Loads what the server returned into a local engine with Kafka's policy (nothing is refused for
-/// a sub-quota rule), so listing and describing use the library's own order and precedence.
-fn local_engine(entries: Vec<QuotaEntry>) -> Result<Engine, Failure> {
-    let engine = Engine::builder()
-        .policy(SubQuotaPolicy::Kafka)
-        .build()
-        .expect("valid settings");
-    let mut loaded: Vec<(Entity, Vec<(QuotaKey, f64)>)> = Vec::new();
-    for entry in entries {
-        let Some(entity) = parse_entity(&entry.entity) else {
-            eprintln!(
-                "warning: skipping an entity this tool cannot represent: {:?}",
-                entry.entity
-            );
-            continue;
-        };
-        if loaded.iter().any(|(e, _)| *e == entity) {
-            continue;
-        }
-        let mut quotas = Vec::new();
-        for (key, value) in entry.values {
-            match key.parse::<QuotaKey>() {
-                Ok(k) => quotas.push((k, value)),
-                Err(e) => eprintln!("warning: skipping {key} of {entity}: {e}"),
-            }
-        }
-        if !quotas.is_empty() {
-            loaded.push((entity, quotas));
-        }
-    }
-    engine.load(loaded).map_err(|(entity, e)| {
-        Failure::Server(format!(
-            "{entity}: the server returned an entry this tool cannot use: {}: {}",
-            error_name(e.code),
-            e.message
-        ))
-    })?;
-    Ok(engine)
-}
-
-fn parse_entity(parts: &[(String, Option<String>)]) -> Option<Entity> {
-    let parts = parts
-        .iter()
-        .map(|(ty, name)| {
-            Some((
-                ty.parse::<EntityType>().ok()?,
-                EntityName::from_wire(name.as_deref()).ok()?,
-            ))
-        })
-        .collect::<Option<Vec<_>>>()?;
-    Entity::from_parts(&parts)
-}
-
+/// Lists what the server returns for the filter, as it returns it: every entity, name, key and
+/// value is shown (kquota_cli's `show` layer), whether or not kquota's engine would store it.
 fn list(
     bootstrap: &str,
     config: &ClientConfig,
-    components: &[(EntityType, Spec)],
+    spec: &EntitySpec,
     output: Output,
 ) -> Result<(), Failure> {
-    let filter = ListFilter {
-        components: components
-            .iter()
-            .map(|(ty, spec)| (*ty, component(spec)))
-            .collect(),
-        strict: false,
-    };
+    let components: Vec<(EntityType, ComponentMatch)> = spec
+        .typed
+        .iter()
+        .map(|(ty, spec)| (*ty, component(spec)))
+        .collect();
+    let mut conditions: Vec<Condition> = components
+        .iter()
+        .map(|(ty, m)| Condition::Typed(*ty, m.clone()))
+        .collect();
+    conditions.extend(spec.any_name.iter().cloned().map(Condition::AnyName));
     let mut admin = connect(bootstrap, config)?;
-    let entries = admin
-        .describe_client_quotas(&filter.components, false)
+    // Prefixes go out as "any name" (Kafka has none) and are applied here, with the rest of the
+    // filter again.
+    let mut entries = admin
+        .describe_client_quotas(&components, false)
         .map_err(server_failure)?;
-    let listed = local_engine(entries)?.list(&filter);
+    entries.retain(|e| matches(&e.entity, &conditions));
+    sort_entries(&mut entries);
     let text = match output {
-        Output::Text => format_list(&listed),
-        Output::Json => format!("{}\n", list_json(&listed)),
+        Output::Text => list_text(&entries),
+        Output::Json => format!("{}\n", list_json(&entries)),
     };
     write_out(&text, "")
 }
@@ -412,23 +417,51 @@ fn describe(
     }
     // A default (or an omitted type) describes a name with no entry of its own.
     let (user, client) = (user.flatten(), client.flatten());
+    let candidates: Vec<Candidate> = Level::ALL
+        .into_iter()
+        .filter_map(|level| Candidate::of_level(level, user.as_deref(), client.as_deref()))
+        .collect();
     let mut admin = connect(bootstrap, config)?;
     // One exact, strict query per precedence level: bounded, and stock Kafka answers it too.
+    let entries = fetch_candidates(&mut admin, &candidates)?;
+    // Resolved here, by the levels' order, for every key the server returned: values are shown
+    // as configured, whether or not kquota's engine would accept them.
+    let described = resolve(&candidates, &entries, include_overrides);
+    let text = match output {
+        Output::Text => describe_text(&described),
+        Output::Json => format!(
+            "{}\n",
+            json!({
+                "version": 1,
+                "user": user,
+                "client-id": client,
+                "quotas": describe_quotas_json(&described),
+            })
+        ),
+    };
+    write_out(&text, "")
+}
+
+/// The configured entries of each candidate entity: one strict query with EXACT or DEFAULT
+/// components per candidate.
+fn fetch_candidates(
+    admin: &mut AdminClient,
+    candidates: &[Candidate],
+) -> Result<Vec<kquota_cli::QuotaEntry>, Failure> {
     let mut entries = Vec::new();
-    for level in Level::ALL {
-        let Some(entity) = level.entity(user.as_deref(), client.as_deref()) else {
-            continue;
-        };
-        let filter: Vec<(EntityType, ComponentMatch)> = entity
-            .components()
+    for candidate in candidates {
+        let filter: Vec<(EntityType, ComponentMatch)> = candidate
+            .entity
+            .iter()
             .map(|(ty, name)| {
-                (
-                    ty,
-                    match name.as_option() {
-                        Some(n) => ComponentMatch::Exact(n.to_owned()),
-                        None => ComponentMatch::Default,
-                    },
-                )
+                let ty = ty
+                    .parse::<EntityType>()
+                    .expect("candidates have known types");
+                let m = match name {
+                    Some(n) => ComponentMatch::Exact(n.clone()),
+                    None => ComponentMatch::Default,
+                };
+                (ty, m)
             })
             .collect();
         entries.extend(
@@ -437,20 +470,11 @@ fn describe(
                 .map_err(server_failure)?,
         );
     }
-    let engine = local_engine(entries)?;
-    let described = engine.describe(user.as_deref(), client.as_deref(), include_overrides);
-    let text = match output {
-        Output::Text => format_describe(&described),
-        Output::Json => format!(
-            "{}\n",
-            describe_json(user.as_deref(), client.as_deref(), &described)
-        ),
-    };
-    write_out(&text, "")
+    Ok(entries)
 }
 
-/// Describes an ip's `connection_creation_rate`: `{ip=x}`, then `{ip=<default>}` (an ip with no
-/// entry of its own when `ip` is `None`).
+/// Describes an ip: `{ip=x}`, then `{ip=<default>}`, which it overrides (an ip with no entry of
+/// its own when `ip` is `None`). Every key the server returns for them is shown.
 fn describe_ip(
     bootstrap: &str,
     config: &ClientConfig,
@@ -458,100 +482,28 @@ fn describe_ip(
     include_overrides: bool,
     output: Output,
 ) -> Result<(), Failure> {
-    let key = QuotaKey::CONNECTION_CREATION_RATE;
     let mut candidates = Vec::new();
     if let Some(ip) = &ip {
-        let name = EntityName::named(ip).expect("checked non-empty");
-        candidates.push((Entity::Ip(name), ComponentMatch::Exact(ip.clone())));
+        candidates.push(Candidate {
+            level: None,
+            entity: vec![("ip".to_owned(), Some(ip.clone()))],
+        });
     }
-    candidates.push((Entity::Ip(EntityName::Default), ComponentMatch::Default));
+    candidates.push(Candidate {
+        level: None,
+        entity: vec![("ip".to_owned(), None)],
+    });
     let mut admin = connect(bootstrap, config)?;
-    let mut found: Vec<(Entity, f64)> = Vec::new();
-    for (entity, m) in candidates {
-        let entries = admin
-            .describe_client_quotas(&[(EntityType::Ip, m)], true)
-            .map_err(server_failure)?;
-        let value = entries
-            .iter()
-            .flat_map(|e| &e.values)
-            .find(|(k, _)| k.parse::<QuotaKey>() == Ok(key))
-            .map(|(_, v)| *v);
-        if let Some(v) = value {
-            found.push((entity, v));
-        }
-    }
-    if !include_overrides {
-        found.truncate(1);
-    }
+    let entries = fetch_candidates(&mut admin, &candidates)?;
+    let described = resolve(&candidates, &entries, include_overrides);
     let text = match output {
-        Output::Text => {
-            let rows: Vec<[String; 4]> = found
-                .iter()
-                .enumerate()
-                .map(|(i, (entity, v))| {
-                    let ty = key.quota_type().as_str();
-                    [
-                        if i == 0 {
-                            ty.to_owned()
-                        } else {
-                            format!(" * {ty}")
-                        },
-                        key.unit().as_str().to_owned(),
-                        text_number(*v),
-                        entity.to_string(),
-                    ]
-                })
-                .collect();
-            format_rows(&rows)
-        }
-        Output::Json => {
-            let quotas: Vec<Value> = found
-                .split_first()
-                .map(|((entity, v), rest)| {
-                    json!({
-                        "type": key.quota_type().as_str(),
-                        "unit": key.unit().as_str(),
-                        "value": number(*v),
-                        "entity": entity_json(entity),
-                        "level": null,
-                        "overridden": rest.iter().map(|(e, v)| json!({
-                            "value": number(*v),
-                            "entity": entity_json(e),
-                            "level": null,
-                        })).collect::<Vec<_>>(),
-                    })
-                })
-                .into_iter()
-                .collect();
-            format!("{}\n", json!({"version": 1, "ip": ip, "quotas": quotas}))
-        }
+        Output::Text => describe_text(&described),
+        Output::Json => format!(
+            "{}\n",
+            json!({"version": 1, "ip": ip, "quotas": describe_quotas_json(&described)})
+        ),
     };
     write_out(&text, "")
-}
-
-/// A value as the text output prints it: whole numbers without a fraction.
-fn text_number(v: f64) -> String {
-    kquota::QuotaValue::new(v).map_or_else(|_| v.to_string(), |q| q.to_string())
-}
-
-/// Rows in `format_describe`'s aligned columns.
-fn format_rows(rows: &[[String; 4]]) -> String {
-    let mut widths = [0usize; 3];
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    rows.iter()
-        .map(|[ty, unit, value, entity]| {
-            format!(
-                "{ty:<w0$} {unit:<w1$} {value:<w2$} {entity}\n",
-                w0 = widths[0],
-                w1 = widths[1],
-                w2 = widths[2]
-            )
-        })
-        .collect()
 }
 
 /// --add and --delete as `(key, value)` ops, `None` to remove.
@@ -668,7 +620,14 @@ fn alter(
     let errors: Vec<String> = results
         .iter()
         .filter_map(|r| r.error.as_ref())
-        .map(|e| format!("{entity}: {}: {}", error_name(e.code), e.message))
+        .map(|e| {
+            format!(
+                "{}: {}: {}",
+                wire_text(&entity),
+                error_name(e.code),
+                e.message
+            )
+        })
         .collect();
     if errors.is_empty() {
         Ok(())
@@ -677,53 +636,12 @@ fn alter(
     }
 }
 
-/// A number as JSON: an integer when it is whole and exact, otherwise a float.
-fn number(v: f64) -> Value {
-    if v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 {
-        json!(v as i64)
-    } else {
-        json!(v)
-    }
-}
-
-fn entity_json(entity: &Entity) -> Value {
-    let mut map = serde_json::Map::new();
-    for (ty, name) in entity.components() {
-        map.insert(ty.as_str().to_owned(), json!(name.as_option()));
-    }
-    Value::Object(map)
-}
-
-fn list_json(listed: &[ListedEntity]) -> Value {
-    json!({
-        "version": 1,
-        "entities": listed.iter().map(|l| json!({
-            "entity": entity_json(&l.entity),
-            "quotas": l.quotas.iter().map(|(k, v)| json!({
-                "type": k.quota_type().as_str(),
-                "unit": k.unit().as_str(),
-                "value": number(*v),
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    })
-}
-
-fn describe_json(user: Option<&str>, client: Option<&str>, described: &[DescribedQuota]) -> Value {
-    json!({
-        "version": 1,
-        "user": user,
-        "client-id": client,
-        "quotas": described.iter().map(|q| json!({
-            "type": q.key.quota_type().as_str(),
-            "unit": q.key.unit().as_str(),
-            "value": number(q.value),
-            "entity": entity_json(&q.entity),
-            "level": q.level.number(),
-            "overridden": q.overridden.iter().map(|o| json!({
-                "value": number(o.value),
-                "entity": entity_json(&o.entity),
-                "level": o.level.number(),
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    })
+/// An entity as the tools print it (`kquota_cli::entity_text`): a name that could be misread, such
+/// as `<default>` spelled out, is quoted.
+fn wire_text(entity: &Entity) -> String {
+    let parts: Vec<(String, Option<String>)> = entity
+        .components()
+        .map(|(ty, name)| (ty.as_str().to_owned(), name.as_option().map(str::to_owned)))
+        .collect();
+    entity_text(&parts)
 }
