@@ -4,11 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
+use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
 use kquota::{Alteration, ComponentMatch, Entity, EntityName, EntityType, QuotaKey};
 use kquota_cli::{
-    bootstrap_servers, clap_failure, error_name, exit_status, ip_or_resolvable_host,
-    load_command_config, usage, write_out, AdminClient, Failure, QuotaEntry,
+    bootstrap_servers, clap_failure, entity_text, entries_json_in_order, error_name, exit_status,
+    ip_or_resolvable_host, load_command_config, usage, write_out, AdminClient, Failure, QuotaEntry,
+    ShownKey,
 };
 
 const EXAMPLES: &str = "\
@@ -39,6 +40,11 @@ order; an empty --entity-name is the default too. --user, --client and --ip (and
 users and clients combine into one entity; ips stand alone. Keys: producer_byte_rate,
 consumer_byte_rate, request_percentage, controller_mutation_rate (users, clients) and
 connection_creation_rate (ips); kquota's units are written type:unit (producer_byte_rate:shares).
+--describe prints every entity the server returns, entity types and keys this tool does not know
+included; --output json prints the same as one JSON document (docs/cli.md).
+
+There is no --zookeeper: since Kafka 3 quotas are altered through --bootstrap-server, and Kafka 4
+removed ZooKeeper mode.
 
 Exit status:
   0  success
@@ -101,9 +107,37 @@ struct Args {
     /// Comma-separated keys to remove, e.g. 'producer_byte_rate,consumer_byte_rate'; each must be set
     #[arg(long, value_name = "K,...")]
     delete_config: Vec<String>,
+    /// (--describe) Output format: Kafka's text, or one JSON document (docs/cli.md)
+    #[arg(long, value_enum, default_value = "text")]
+    output: Output,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Output {
+    /// Kafka's `Quota configs for ...` lines
+    Text,
+    /// JSON, one document on stdout
+    Json,
+}
+
+/// KIP-55's `--zookeeper HOST:PORT` (or `--zookeeper=...`), anywhere before a `--`: answered
+/// before anything else is read, so the one line says what to write instead.
+fn zookeeper_given() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| {
+            let a = a.to_string_lossy();
+            a == "--zookeeper" || a.starts_with("--zookeeper=")
+        })
 }
 
 fn main() -> ExitCode {
+    if zookeeper_given() {
+        return exit_status(usage(
+            "--zookeeper is not supported: since Kafka 3 quotas are altered through --bootstrap-server (ZooKeeper mode was removed in Kafka 4); write --bootstrap-server HOST:PORT, e.g. --bootstrap-server localhost:9092",
+        ));
+    }
     let matches = match Args::command().try_get_matches() {
         Ok(m) => m,
         Err(e) => return clap_failure(e),
@@ -112,13 +146,20 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return clap_failure(e),
     };
-    exit_status(entities(&args, &matches).and_then(|(types, names)| run(&args, &types, &names)))
+    exit_status(
+        entities(&args, &matches)
+            .and_then(|(types, names, short)| run(&args, &types, &names, short)),
+    )
 }
 
 /// The entity types and names in Kafka's order (`ConfigCommandOptions.entityTypes` and
 /// `entityNames`): `--entity-type`s, and names and defaults by command-line position, or else the
-/// shorter flags (--client, --user, --ip, then their -defaults). `""` names the default.
-fn entities(args: &Args, matches: &ArgMatches) -> Result<(Vec<String>, Vec<String>), Failure> {
+/// shorter flags (--client, --user, --ip, then their -defaults), and whether the shorter flags
+/// were used. `""` names the default.
+fn entities(
+    args: &Args,
+    matches: &ArgMatches,
+) -> Result<(Vec<String>, Vec<String>, bool), Failure> {
     let mut positioned: Vec<(usize, String)> = Vec::new();
     for (id, values) in [
         ("entity_name", &args.entity_name),
@@ -158,10 +199,10 @@ fn entities(args: &Args, matches: &ArgMatches) -> Result<(Vec<String>, Vec<Strin
             names.push(String::new());
         }
     }
-    Ok((types, names))
+    Ok((types, names, short))
 }
 
-fn run(args: &Args, types: &[String], names: &[String]) -> Result<(), Failure> {
+fn run(args: &Args, types: &[String], names: &[String], short: bool) -> Result<(), Failure> {
     let alter = match (args.describe, args.alter) {
         (true, false) => false,
         (false, true) => true,
@@ -177,7 +218,12 @@ fn run(args: &Args, types: &[String], names: &[String]) -> Result<(), Failure> {
     {
         return usage("--add-config, --add-config-file and --delete-config apply only to --alter; drop them or use --alter instead");
     }
-    let spec = entity_spec(types, names, alter)?;
+    if alter && args.output != Output::Text {
+        return usage(
+            "--output applies only to --describe; drop --output or use --describe instead",
+        );
+    }
+    let spec = entity_spec(types, names, alter, short)?;
     let ops = if alter {
         config_ops(
             &args.add_config,
@@ -193,6 +239,8 @@ fn run(args: &Args, types: &[String], names: &[String]) -> Result<(), Failure> {
     {
         return usage(if spec[0].0 == EntityType::Ip {
             format!("{key} does not apply to ips; ips take connection_creation_rate")
+        } else if short {
+            format!("{key} applies only to ips (--ip or --ip-defaults)")
         } else {
             format!("{key} applies only to --entity-type ips")
         });
@@ -204,7 +252,7 @@ fn run(args: &Args, types: &[String], names: &[String]) -> Result<(), Failure> {
     if alter {
         alter_entity(&mut admin, &types[0], &spec, &ops)
     } else {
-        describe(&mut admin, &spec)
+        describe(&mut admin, &spec, args.output)
     }
 }
 
@@ -222,8 +270,14 @@ enum Target {
 /// One `(type, target)` per entity type.
 type Spec = Vec<(EntityType, Target)>;
 
-/// Pairs each entity type with its name, as Kafka does.
-fn entity_spec(types: &[String], names: &[String], alter: bool) -> Result<Spec, Failure> {
+/// Pairs each entity type with its name, as Kafka does. `short`: the command line used --user,
+/// --client, --ip and their -defaults, which the messages then name.
+fn entity_spec(
+    types: &[String],
+    names: &[String],
+    alter: bool,
+    short: bool,
+) -> Result<Spec, Failure> {
     if types.is_empty() {
         return usage("--entity-type is required: users, clients or ips");
     }
@@ -270,9 +324,11 @@ fn entity_spec(types: &[String], names: &[String], alter: bool) -> Result<Spec, 
     }
     let has = |t: EntityType| out.iter().any(|(ty, _)| *ty == t);
     if has(EntityType::Ip) && out.len() > 1 {
-        return usage(
-            "ips cannot be combined with users or clients; give --entity-type ips on its own",
-        );
+        return usage(if short {
+            "ips cannot be combined with users or clients; give --ip or --ip-defaults on its own"
+        } else {
+            "ips cannot be combined with users or clients; give --entity-type ips on its own"
+        });
     }
     Ok(out)
 }
@@ -410,45 +466,75 @@ fn filter(spec: &[(EntityType, Target)]) -> Vec<(EntityType, ComponentMatch)> {
         .collect()
 }
 
-fn describe(admin: &mut AdminClient, spec: &[(EntityType, Target)]) -> Result<(), Failure> {
+fn describe(
+    admin: &mut AdminClient,
+    spec: &[(EntityType, Target)],
+    output: Output,
+) -> Result<(), Failure> {
     let entries = admin
         .describe_client_quotas(&filter(spec), true)
         .map_err(|e| Failure::Server(e.to_string()))?;
-    let text: String = java_entity_order(&entries)
-        .into_iter()
-        .map(|entry| describe_line(entry) + "\n")
-        .collect();
+    let ordered = java_entity_order(&entries);
+    let text: String = match output {
+        Output::Text => ordered
+            .into_iter()
+            .map(|entry| describe_line(entry) + "\n")
+            .collect(),
+        Output::Json => {
+            let entities: Vec<(&QuotaEntry, Vec<(ShownKey, f64)>)> = ordered
+                .into_iter()
+                .map(|entry| {
+                    let values = java_value_order(entry)
+                        .into_iter()
+                        .map(|(k, v)| (ShownKey::parse(k), v))
+                        .collect();
+                    (entry, values)
+                })
+                .collect();
+            format!("{}\n", entries_json_in_order(&entities))
+        }
+    };
     write_out(&text, "")
 }
 
-/// Kafka's line: `Quota configs for user-principal 'u', client-id 'c' are k=v, k=v`.
-fn describe_line(entry: &QuotaEntry) -> String {
-    let part = |wire: &str, label: &str| {
-        entry
-            .entity
-            .iter()
-            .find(|(t, _)| t == wire)
-            .map(|(_, name)| match name {
-                Some(n) => format!("{label} '{n}'"),
-                None => format!("the default {label}"),
-            })
-    };
-    let entity: Vec<String> = [
-        part("user", "user-principal"),
-        part("client-id", "client-id"),
-        part("ip", "ip"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    // Kafka's admin client puts the values in a `new HashMap<>(values.size())`.
+/// An entity's values in the order Kafka's admin client iterates them: it puts them in a
+/// `new HashMap<>(values.size())`.
+fn java_value_order(entry: &QuotaEntry) -> Vec<(&str, f64)> {
     let keys: Vec<&str> = entry.values.iter().map(|(k, _)| k.as_str()).collect();
-    let values: Vec<String> = kquota::java_map_order(&keys, keys.len())
+    kquota::java_map_order(&keys, keys.len())
         .into_iter()
-        .map(|i| {
-            let (k, v) = &entry.values[i];
-            format!("{k}={}", java_double(*v))
+        .map(|i| (entry.values[i].0.as_str(), entry.values[i].1))
+        .collect()
+}
+
+/// Kafka's line: `Quota configs for user-principal 'u', client-id 'c' are k=v, k=v`, names as
+/// Kafka prints them (between single quotes, as they are). Every component is named: user,
+/// client-id and ip as Kafka does, then (where Kafka's tool would leave them out) any type this
+/// tool does not know, as `type 'name'` or `the default type`, in the order the server sent them.
+fn describe_line(entry: &QuotaEntry) -> String {
+    fn label(ty: &str) -> &str {
+        match ty {
+            "user" => "user-principal",
+            other => other,
+        }
+    }
+    let mut parts: Vec<&(String, Option<String>)> = entry.entity.iter().collect();
+    parts.sort_by_key(|(ty, _)| {
+        ["user", "client-id", "ip"]
+            .iter()
+            .position(|t| t == ty)
+            .unwrap_or(3)
+    });
+    let entity: Vec<String> = parts
+        .into_iter()
+        .map(|(ty, name)| match name {
+            Some(n) => format!("{} '{n}'", label(ty)),
+            None => format!("the default {}", label(ty)),
         })
+        .collect();
+    let values: Vec<String> = java_value_order(entry)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={}", java_double(v)))
         .collect();
     format!(
         "Quota configs for {} are {}",
@@ -496,8 +582,9 @@ fn alter_entity(
             .collect();
         if !missing.is_empty() {
             return Err(Failure::Server(format!(
-                "Invalid config(s): {} (not set for {entity}; nothing was changed)",
-                missing.join(",")
+                "Invalid config(s): {} (not set for {}; nothing was changed)",
+                missing.join(","),
+                wire_text(&entity)
             )));
         }
     }
@@ -513,7 +600,8 @@ fn alter_entity(
         .map_err(|e| Failure::Server(e.to_string()))?;
     if let Some(e) = results.iter().find_map(|r| r.error.as_ref()) {
         return Err(Failure::Server(format!(
-            "{entity}: {}: {}",
+            "{}: {}: {}",
+            wire_text(&entity),
             error_name(e.code),
             e.message
         )));
@@ -525,6 +613,16 @@ fn alter_entity(
         _ => format!("Completed updating default config for {first_type} in the cluster.\n"),
     };
     write_out(&message, "the alteration was applied")
+}
+
+/// An entity as the tools print it (`kquota_cli::entity_text`): a name that could be misread, such
+/// as `<default>` spelled out, is quoted.
+fn wire_text(entity: &Entity) -> String {
+    let parts: Vec<(String, Option<String>)> = entity
+        .components()
+        .map(|(ty, name)| (ty.as_str().to_owned(), name.as_option().map(str::to_owned)))
+        .collect();
+    entity_text(&parts)
 }
 
 /// Java's `Double.toString`: `10.0`, `0.5`, `1.0E7`.

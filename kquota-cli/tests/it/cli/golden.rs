@@ -204,3 +204,62 @@ fn validate_only_changes_nothing() {
     ));
     assert_eq!(ok(kafka_quotas(&server, &["--list"])), "");
 }
+
+#[test]
+fn the_seeds_match_prefix_form_lists_entities_with_a_name_that_begins_so() {
+    let server = start();
+    seed(&server);
+    // The seed's `--match=prefix=user`: at least one name (of any type) begins with "user"; the
+    // default user's entity has only the name my-client.
+    let users = "{user=user-one, client-id=my-client}\n\
+                 producer_byte_rate broker_bps 2000000\n\
+                 \n\
+                 {user=user-two, client-id=my-client}\n\
+                 consumer_byte_rate shares 200\n\
+                 producer_byte_rate bps 10000000\n";
+    assert_eq!(
+        ok(kafka_quotas(&server, &["--list", "--match=prefix=user"])),
+        users
+    );
+    assert_eq!(
+        ok(kafka_quotas(&server, &["--list", "--match", "prefix=user"])),
+        users
+    );
+    assert_eq!(
+        ok(kafka_quotas(&server, &["--list", "--prefix=prefix=user"])),
+        users
+    );
+    // my-client is a client-id name of all three.
+    let all = ok(kafka_quotas(&server, &["--list"]));
+    assert_eq!(
+        ok(kafka_quotas(&server, &["--list", "--match=prefix=my-"])),
+        all
+    );
+    // Every pair holds, with the typed filters too.
+    assert_eq!(
+        ok(kafka_quotas(
+            &server,
+            &[
+                "--list",
+                "--match=prefix=user-t,prefix=my",
+                "--names=client-id=my-client"
+            ]
+        )),
+        "{user=user-two, client-id=my-client}\n\
+         consumer_byte_rate shares 200\n\
+         producer_byte_rate bps 10000000\n"
+    );
+    assert_eq!(
+        ok(kafka_quotas(
+            &server,
+            &["--list", "--match=prefix=user", "--defaults=user"]
+        )),
+        ""
+    );
+    let json: Value = serde_json::from_str(&ok(kafka_quotas(
+        &server,
+        &["--list", "--match=prefix=user", "--output=json"],
+    )))
+    .unwrap();
+    assert_eq!(json["entities"].as_array().unwrap().len(), 2);
+}

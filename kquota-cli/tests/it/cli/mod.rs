@@ -13,6 +13,7 @@ mod errors;
 mod golden;
 mod json;
 mod kafka_configs;
+mod read_anything;
 mod usage;
 
 /// A `kquotad` for the tools to talk to.

@@ -294,3 +294,94 @@ fn malformed_bootstrap_lists_and_ips_are_usage_errors() {
         "error: 'not_an_ip!!' in --names is not a valid IP or resolvable host; write e.g. ip=192.168.0.1\n"
     );
 }
+
+#[test]
+fn messages_name_the_flag_typed_and_the_seeds_spellings_are_answered() {
+    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let quotas: &[(&[&str], &str)] = &[
+        (
+            &["--describe", "--names=user=a", "--match=prefix=x"],
+            "error: --match applies only to --list; drop --match or use --list instead",
+        ),
+        (
+            &["--alter", "--names=user=a", "--match=user=x", "--add=producer_byte_rate=1"],
+            "error: --match applies only to --list; drop --match or use --list instead",
+        ),
+        (
+            &["--list", "--match=user"],
+            "error: --match takes type=prefix pairs such as user=test-user-, or prefix=NAME for a name of any type; got 'user'",
+        ),
+        (
+            &["--list", "--match=prefix"],
+            "error: --match takes type=prefix pairs such as user=test-user-, or prefix=NAME for a name of any type; got 'prefix'",
+        ),
+        (
+            &["--list", "--match=group=g"],
+            "error: unknown entity type 'group' in --match; use user, client-id or ip",
+        ),
+        (
+            &["--list", "--prefix=group=g"],
+            "error: unknown entity type 'group' in --prefix; use user, client-id or ip",
+        ),
+        (
+            &["--list", "--names=user=a", "--match=user=b"],
+            "error: user is given more than once; give each entity type once across --names, --defaults and --match",
+        ),
+        (
+            &["--list", "--prefix=user=a", "--match=user=b"],
+            "error: user is given more than once; give each entity type once across --names, --defaults, --prefix and --match",
+        ),
+        (
+            &["--list", "--match=ip=10.,prefix=x", "--names=user=a"],
+            "error: ip cannot be combined with user or client-id; give ip on its own",
+        ),
+    ];
+    for (args, message) in quotas {
+        let r = run(env!("CARGO_BIN_EXE_kafka-quotas"), Some(addr), args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert_eq!(r.stderr, format!("{message}\n"), "{args:?}");
+        assert_eq!(r.stdout, "", "{args:?}");
+    }
+
+    let zookeeper = "error: --zookeeper is not supported: since Kafka 3 quotas are altered through --bootstrap-server (ZooKeeper mode was removed in Kafka 4); write --bootstrap-server HOST:PORT, e.g. --bootstrap-server localhost:9092";
+    let configs: &[(&[&str], &str)] = &[
+        // KIP-55's own command line, and the = form; nothing else is read.
+        (
+            &["--zookeeper", "localhost:2181", "--alter", "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048", "--entity-name", "user1", "--entity-type", "users"],
+            zookeeper,
+        ),
+        (&["--zookeeper=localhost:2181", "--describe", "--entity-type", "users"], zookeeper),
+        (&["--describe", "--bogus", "--zookeeper"], zookeeper),
+        (
+            &["--alter", "--ip", "1.2.3.4", "--user", "a", "--add-config", "connection_creation_rate=1"],
+            "error: ips cannot be combined with users or clients; give --ip or --ip-defaults on its own",
+        ),
+        (
+            &["--alter", "--user", "u", "--add-config", "connection_creation_rate=1"],
+            "error: connection_creation_rate applies only to ips (--ip or --ip-defaults)",
+        ),
+        (
+            &["--alter", "--user", "u", "--add-config", "producer_byte_rate=1", "--output", "json"],
+            "error: --output applies only to --describe; drop --output or use --describe instead",
+        ),
+    ];
+    for (args, message) in configs {
+        let r = run(env!("CARGO_BIN_EXE_kafka-configs"), Some(addr), args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert_eq!(r.stderr, format!("{message}\n"), "{args:?}");
+        assert_eq!(r.stdout, "", "{args:?}");
+    }
+    // Without --bootstrap-server too: the answer is about --zookeeper.
+    let r = run(
+        env!("CARGO_BIN_EXE_kafka-configs"),
+        None,
+        &[
+            "--zookeeper",
+            "localhost:2181",
+            "--describe",
+            "--entity-type",
+            "users",
+        ],
+    );
+    assert_eq!((r.code, r.stderr), (2, format!("{zookeeper}\n")));
+}
