@@ -704,6 +704,36 @@ mod tests {
     }
 
     #[test]
+    fn every_component_is_named_as_kafka_names_them() {
+        let entry = |entity: &[(&str, Option<&str>)]| QuotaEntry {
+            entity: entity
+                .iter()
+                .map(|(t, n)| ((*t).to_owned(), n.map(str::to_owned)))
+                .collect(),
+            values: vec![("future_quota_rate".to_owned(), f64::NAN)],
+        };
+        let cases: [(&[(&str, Option<&str>)], &str); 5] = [
+            (&[("user", Some("<default>"))], "user-principal '<default>'"),
+            (&[("user", Some(""))], "user-principal ''"),
+            (&[("ip", Some("localhost"))], "ip 'localhost'"),
+            (
+                &[("group", None), ("client-id", Some("c")), ("user", None)],
+                "the default user-principal, client-id 'c', the default group",
+            ),
+            (
+                &[("user", Some("a")), ("user", Some("b"))],
+                "user-principal 'a', user-principal 'b'",
+            ),
+        ];
+        for (entity, printed) in cases {
+            assert_eq!(
+                describe_line(&entry(entity)),
+                format!("Quota configs for {printed} are future_quota_rate=NaN")
+            );
+        }
+    }
+
+    #[test]
     fn entities_keep_javas_order_with_equal_hashes() {
         let entry = |user: &str| QuotaEntry {
             entity: vec![("user".to_owned(), Some(user.to_owned()))],
