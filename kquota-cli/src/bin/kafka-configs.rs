@@ -712,7 +712,8 @@ mod tests {
                 .collect(),
             values: vec![("future_quota_rate".to_owned(), f64::NAN)],
         };
-        let cases: [(&[(&str, Option<&str>)], &str); 5] = [
+        type Parts<'a> = &'a [(&'a str, Option<&'a str>)];
+        let cases: [(Parts, &str); 5] = [
             (&[("user", Some("<default>"))], "user-principal '<default>'"),
             (&[("user", Some(""))], "user-principal ''"),
             (&[("ip", Some("localhost"))], "ip 'localhost'"),
