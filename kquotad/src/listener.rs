@@ -1,4 +1,6 @@
-//! One bound listener and its accept loop: each connection within the limits gets its own task.
+//! One bound listener and its accept loop: each connection within the limits gets its own task;
+//! when the server is full, a connection that has not authenticated (or one idle long) gives way
+//! (see [`crate::limits`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,13 +43,17 @@ pub(crate) async fn accept_loop(
                 let (stream, peer) = match accepted {
                     Ok(a) => a,
                     Err(e) => {
-                        warn!("accept failed: {e}");
+                        // Out of file descriptors: a connection that has not authenticated gives
+                        // way, so that one that will can be accepted.
+                        let out_of_files = matches!(e.raw_os_error(), Some(23 | 24));
+                        if !(out_of_files && slots.make_room()) {
+                            warn!("accept failed: {e}");
+                        }
                         tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     }
                 };
-                // One address counts once, whether it arrives as IPv4 or IPv4-mapped IPv6.
-                let permit = match slots.take(peer.ip().to_canonical()) {
+                let permit = match slots.take(peer) {
                     Ok(slot) => slot,
                     Err(why) => {
                         warn!(%peer, "closing connection: {why}");
@@ -58,7 +64,7 @@ pub(crate) async fn accept_loop(
                 let config = Arc::clone(&config);
                 let shutdown = shutdown.clone();
                 tasks.spawn(async move {
-                    peer::serve(stream, peer, &listener, &config, shutdown).await;
+                    peer::serve(stream, peer, &listener, &config, shutdown, &permit).await;
                     drop(permit);
                 });
             }

@@ -8,7 +8,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use kquota_wire::{Credentials, ScramCredential, ScramMechanism};
 use kquotad::{parse_properties, Server, ServerConfig, StartError, KNOWN_PROPERTIES};
-use tracing::{error, info, warn};
+use tracing::{info, warn};
+
+mod log;
 
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
@@ -46,6 +48,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///   max.connections=1024
 ///   max.connections.per.ip=100
 ///   connections.max.idle.ms=600000
+///   kquota.connections.grace.ms=10000
+///
+/// A new connection has kquota.connections.grace.ms to authenticate (SASL) or, on PLAINTEXT and
+/// SSL, to send a valid request; then it is closed. When max.connections is reached, a new
+/// connection is still accepted: the oldest connection that has not authenticated (from the
+/// address with the most), else the one idle longest (for at least the grace period), makes room.
+/// Log lines about one client address are held to a few per second; the rest are counted.
 ///
 /// On SIGINT or SIGTERM it stops accepting, finishes and answers the requests it is handling
 /// (alterations are already on disk by then) and exits; a client that has not taken its answer
@@ -289,13 +298,23 @@ fn main() -> ExitCode {
             }
         };
     }
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        // Colour only on a terminal; no peer can flood the log (see log.rs).
+        tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            )
+            .with(log::PeerThrottle::start())
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(log::colour()),
+            )
+            .init();
+    }
     let config = match settings(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -315,7 +334,7 @@ fn main() -> ExitCode {
         let server = match Server::bind(config.clone()).await {
             Ok(s) => s,
             Err(e) => {
-                error!("{e}");
+                // One line, as for a bad flag: not a log line as well.
                 eprintln!("kquotad: {e}");
                 // A setting that cannot work (a missing keystore, an unreadable credentials
                 // file) is the operator's to fix, like a bad flag.

@@ -12,6 +12,7 @@ use tracing::{debug, warn};
 use kquota_wire::{AuthContext, Handler, Outcome, Session};
 
 use crate::connection::Connection;
+use crate::limits::Slot;
 use crate::listener::Listener;
 use crate::settings::ServerConfig;
 use crate::shutdown::Shutdown;
@@ -23,6 +24,7 @@ pub(crate) async fn serve(
     listener: &Listener,
     config: &ServerConfig,
     mut shutdown: Shutdown,
+    slot: &Slot,
 ) {
     let _ = stream.set_nodelay(true);
     let name = listener.config.name.as_str();
@@ -30,12 +32,13 @@ pub(crate) async fn serve(
     debug!(%peer, listener = name, "connection opened");
     let session = Session::new(name, protocol, Some(peer));
     let Some(acceptor) = &listener.tls else {
-        serve_requests(stream, session, &listener.handler, config, shutdown).await;
+        serve_requests(stream, session, &listener.handler, config, shutdown, slot).await;
         return;
     };
     let handshake = tokio::select! {
         r = tokio::time::timeout(config.idle_timeout, acceptor.accept(stream)) => r,
         () = shutdown.stopping() => return,
+        _ = slot.closing() => return,
     };
     let tls = match handshake {
         Ok(Ok(tls)) => tls,
@@ -70,7 +73,7 @@ pub(crate) async fn serve(
             }
         }
     };
-    serve_requests(tls, session, &listener.handler, config, shutdown).await;
+    serve_requests(tls, session, &listener.handler, config, shutdown, slot).await;
 }
 
 /// Logs a failed authentication as Kafka does and waits `connection.failed.authentication.delay.ms`
@@ -87,6 +90,7 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
     handler: &Arc<Handler>,
     config: &ServerConfig,
     mut shutdown: Shutdown,
+    slot: &Slot,
 ) {
     let peer = session.peer().map(|p| p.to_string()).unwrap_or_default();
     let mut connection = Connection::new(stream, peer.clone(), config.idle_timeout);
@@ -97,9 +101,15 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
         } else {
             config.sasl_max_receive_bytes.min(config.max_request_bytes)
         };
-        let Some(frame) = connection.read_frame(max_bytes.get(), &mut shutdown).await else {
+        // Until it has authenticated, a connection may be told to make room, or run out of time.
+        let frame = tokio::select! {
+            frame = connection.read_frame(max_bytes.get(), &mut shutdown) => frame,
+            _ = slot.closing() => None,
+        };
+        let Some(frame) = frame else {
             break;
         };
+        slot.busy();
         // Alterations fsync and PBKDF2 is slow on purpose; keep both off the async workers.
         let h = Arc::clone(handler);
         let outcome = match tokio::task::spawn_blocking(move || {
@@ -119,7 +129,10 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
         };
         match outcome {
             Outcome::Respond(body) => {
-                if !connection.write_frame(&body, &mut shutdown).await {
+                let written = connection.write_frame(&body, &mut shutdown).await;
+                // A request answered on an authenticated session proves the connection.
+                slot.answered(session.is_authenticated());
+                if !written {
                     // A peer that does not read would not take a TLS close_notify either, and a
                     // TLS shutdown waits to send it: drop the connection without one.
                     debug!(%peer, "closing connection: the response was not taken");

@@ -169,6 +169,7 @@ impl Server {
         let slots = Slots::new(
             self.config.max_connections.get(),
             self.config.max_connections_per_ip.get(),
+            self.config.connection_grace,
         );
         let config = Arc::new(self.config);
         let mut acceptors = tokio::task::JoinSet::new();

@@ -73,6 +73,11 @@ pub struct ServerConfig {
     pub max_connections_per_ip: NonZeroUsize,
     /// Idle time after which a connection is closed (`connections.max.idle.ms`).
     pub idle_timeout: Duration,
+    /// How long a new connection has to authenticate, or on PLAINTEXT and SSL to send a valid
+    /// request, before it is closed; and how long an authenticated connection must have been idle
+    /// before it may give way to a new one when `max.connections` is reached
+    /// (`kquota.connections.grace.ms`, 10000).
+    pub connection_grace: Duration,
     /// This node's id (`node.id`).
     pub node_id: i32,
     /// The cluster id reported to clients (`cluster.id`).
@@ -116,6 +121,7 @@ impl Default for ServerConfig {
             max_connections: nonzero(1024),
             max_connections_per_ip: NonZeroUsize::MAX,
             idle_timeout: Duration::from_millis(600_000),
+            connection_grace: Duration::from_millis(10_000),
             node_id: 1,
             cluster_id: "kquota-cluster".to_owned(),
             super_users: Vec::new(),
@@ -263,6 +269,13 @@ impl ServerConfig {
             "max.connections.per.ip" => self.max_connections_per_ip = count(value)?,
             "connections.max.idle.ms" => {
                 self.idle_timeout = Duration::from_millis(
+                    number(value)
+                        .filter(|n| *n >= 1)
+                        .ok_or(Problem::Milliseconds(1))?,
+                )
+            }
+            "kquota.connections.grace.ms" => {
+                self.connection_grace = Duration::from_millis(
                     number(value)
                         .filter(|n| *n >= 1)
                         .ok_or(Problem::Milliseconds(1))?,

@@ -5,7 +5,7 @@ use kquota_wire::properties::{self, Property, Separator};
 use crate::error::{ConfigError, LineProblem};
 
 /// The property keys `kquotad` understands.
-pub const KNOWN_PROPERTIES: [&str; 32] = [
+pub const KNOWN_PROPERTIES: &[&str] = &[
     "listeners",
     "listener.security.protocol.map",
     "advertised.listeners",
@@ -19,6 +19,7 @@ pub const KNOWN_PROPERTIES: [&str; 32] = [
     "max.connections",
     "max.connections.per.ip",
     "connections.max.idle.ms",
+    "kquota.connections.grace.ms",
     "node.id",
     "cluster.id",
     "super.users",
