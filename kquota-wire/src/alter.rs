@@ -2,30 +2,32 @@
 
 use std::collections::{HashMap, HashSet};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::frame::{fit_message, Header, ReadResult, Reader};
-use crate::handler::{decode, respond, CloseReason, Handler};
+use crate::frame::{fit_message, put, response_header, Header, ReadResult, Reader};
+use crate::handler::{decode, read_body, respond, CloseReason, Handler};
+use crate::stream::{Pieces, ResponseStream};
 use kquota::QuotaKey;
 use kquota::{java_entity_string, java_map_order, Alteration, EntityPart, Op};
 use kquota::{ApiError, ErrorCode};
 
-fn walk(r: &mut Reader<'_>, version: i16) -> ReadResult<()> {
+/// Walks a request (every string checked as UTF-8, as decoding it would); returns its entry count.
+fn walk(r: &mut Reader<'_>, version: i16) -> ReadResult<usize> {
     let flexible = version >= 1;
-    r.each(flexible, false, "entries", |r| {
+    let entries = r.each(flexible, false, "entries", |r| {
         r.each(flexible, false, "entity", |r| {
-            r.string(flexible, false, "entity_type")?;
-            r.string(flexible, true, "entity_name")?;
+            r.utf8(flexible, false, "entity_type")?;
+            r.utf8(flexible, true, "entity_name")?;
             if flexible {
                 r.tagged_fields("EntityData")?;
             }
             Ok(())
         })?;
         r.each(flexible, false, "ops", |r| {
-            r.string(flexible, false, "key")?;
+            r.utf8(flexible, false, "key")?;
             r.f64("value")?;
             r.bool("remove")?;
             if flexible {
@@ -42,7 +44,141 @@ fn walk(r: &mut Reader<'_>, version: i16) -> ReadResult<()> {
     if flexible {
         r.tagged_fields("AlterClientQuotasRequest")?;
     }
-    Ok(())
+    Ok(entries.unwrap_or(0))
+}
+
+/// The request layouts a refused alteration is echoed from.
+#[derive(Clone, Copy)]
+pub(super) enum Layout {
+    /// AlterClientQuotas v0 (`false`) or v1 (`true`, flexible).
+    AlterClientQuotas(bool),
+    /// The draft AlterQuotas (non-flexible; its ops are `Type`, `Units`, `Value`, `Remove`).
+    Draft,
+}
+
+/// Kafka's `AlterClientQuotasRequest.getErrorResponse`, one entry at a time: each request entry's
+/// entity, as sent, with one error. The entries are read again from the request (walked before,
+/// so reading them cannot fail) and nothing of them is kept.
+struct EchoEntries {
+    body: Bytes,
+    /// Where the next entry starts.
+    pos: usize,
+    /// Entries not answered yet.
+    left: usize,
+    layout: Layout,
+    error: ApiError,
+}
+
+impl EchoEntries {
+    fn entry(&self, r: &mut Reader<'_>, out: &mut Vec<u8>) -> ReadResult<()> {
+        let flexible = matches!(self.layout, Layout::AlterClientQuotas(true));
+        out.extend_from_slice(&self.error.code.0.to_be_bytes());
+        put::string(out, flexible, Some(self.error.message.as_bytes()));
+        let parts = r.array_len(flexible, false, "entity")?.unwrap_or(0);
+        put::array_len(out, flexible, parts);
+        for _ in 0..parts {
+            put::string(out, flexible, r.string(flexible, false, "entity_type")?);
+            put::string(out, flexible, r.string(flexible, true, "entity_name")?);
+            if flexible {
+                r.tagged_fields("EntityData")?;
+                out.push(0);
+            }
+        }
+        r.each(flexible, false, "ops", |r| {
+            match self.layout {
+                Layout::AlterClientQuotas(_) => {
+                    r.string(flexible, false, "key")?;
+                    r.f64("value")?;
+                }
+                Layout::Draft => {
+                    r.string(false, false, "Type")?;
+                    r.string(false, false, "Units")?;
+                    r.i64("Value")?;
+                }
+            }
+            r.bool("remove")?;
+            if flexible {
+                r.tagged_fields("OpData")?;
+            }
+            Ok(())
+        })?;
+        if flexible {
+            r.tagged_fields("EntryData")?;
+            out.push(0);
+        }
+        Ok(())
+    }
+}
+
+impl Pieces for EchoEntries {
+    fn next_piece(&mut self, out: &mut Vec<u8>) -> bool {
+        if self.left == 0 {
+            return false;
+        }
+        let start = out.len();
+        let mut r = Reader::at(&self.body, self.pos);
+        match self.entry(&mut r, out) {
+            Ok(()) => {
+                self.pos = r.position();
+                self.left -= 1;
+                true
+            }
+            Err(_) => {
+                // Unreachable: the request was walked whole before.
+                out.truncate(start);
+                self.left = 0;
+                false
+            }
+        }
+    }
+}
+
+/// The answer to an alteration the principal may not make, as Kafka gives it: every entry as
+/// sent, in request order, with `CLUSTER_AUTHORIZATION_FAILED`. `body` has been walked whole (it
+/// follows its schema); its `entries` entries start after `entries_at` bytes. The answer is made
+/// as it is written, from the request's bytes: nothing of the request is decoded into memory.
+pub(super) fn echo_refusal(
+    header: Header,
+    body: Bytes,
+    entries_at: usize,
+    entries: usize,
+    layout: Layout,
+) -> ResponseStream {
+    let (flexible, header_version) = match layout {
+        Layout::AlterClientQuotas(flexible) => (flexible, i16::from(flexible)),
+        Layout::Draft => (false, 0),
+    };
+    let mut head: Vec<u8> = response_header(header.correlation_id, header_version).to_vec();
+    head.extend_from_slice(&0i32.to_be_bytes()); // ThrottleTimeMs
+    put::array_len(&mut head, flexible, entries);
+    let tail = if flexible { vec![0] } else { Vec::new() };
+    let pieces = || {
+        Box::new(EchoEntries {
+            body: body.clone(),
+            pos: entries_at,
+            left: entries,
+            layout,
+            error: ApiError::cluster_authorization_failed(),
+        })
+    };
+    ResponseStream::new(head, pieces(), pieces(), tail)
+}
+
+/// A refused AlterClientQuotas: the request is walked (a malformed one closes the connection, as
+/// Kafka's parsing would), then answered by [`echo_refusal`].
+pub(super) fn refuse(header: Header, body: Bytes) -> Result<ResponseStream, CloseReason> {
+    let entries = read_body(header, &body, walk)?;
+    let flexible = header.api_version >= 1;
+    let mut r = Reader::new(&body);
+    // The entries' count, read a second time: the walk has checked it.
+    let _ = r.array_len(flexible, false, "entries");
+    Ok(echo_refusal(
+        header,
+        body.clone(),
+        r.position(),
+        entries,
+        Layout::AlterClientQuotas(flexible),
+    ))
 }
 
 /// Folds an entry's entity parts as Kafka's request parsing does (`HashMap.put` per part): a type
@@ -252,7 +388,7 @@ pub(super) fn handle(
     header: Header,
     body: &[u8],
 ) -> Result<BytesMut, CloseReason> {
-    let request: AlterClientQuotasRequest = decode(header, body, walk)?;
+    let request: AlterClientQuotasRequest = decode(header, body, |r, v| walk(r, v).map(drop))?;
     let entries: Vec<WireEntry> = request
         .entries
         .iter()
@@ -331,7 +467,141 @@ pub(super) fn handle(
 
 #[cfg(test)]
 mod tests {
+    use kafka_protocol::messages::alter_client_quotas_request::{
+        EntityData as RequestEntity, EntryData as RequestEntry, OpData,
+    };
+    use kafka_protocol::protocol::Encodable;
+
     use super::*;
+    use crate::alter_quotas::{AlterQuotasEntry, AlterQuotasRequest, AlterQuotasResponse};
+    use crate::alter_quotas::{AlterQuotasResult, QuotaEntityData, QuotaOp};
+
+    /// The refusal as it was built before: the request decoded, every entry as sent.
+    fn decoded_refusal(header: Header, request: &AlterClientQuotasRequest) -> BytesMut {
+        let error = ApiError::cluster_authorization_failed();
+        let mut response = AlterClientQuotasResponse::default();
+        response.entries = request
+            .entries
+            .iter()
+            .map(|entry| {
+                let mut out = EntryData::default();
+                out.error_code = error.code.0;
+                out.error_message = Some(StrBytes::from_string(error.message.clone()));
+                out.entity = entry
+                    .entity
+                    .iter()
+                    .map(|e| {
+                        let mut d = EntityData::default();
+                        d.entity_type = e.entity_type.clone();
+                        d.entity_name = e.entity_name.clone();
+                        d
+                    })
+                    .collect();
+                out
+            })
+            .collect();
+        respond(header, &response).unwrap()
+    }
+
+    #[test]
+    fn refusals_are_answered_from_the_bytes_as_kafka_answers_them() {
+        let part = |t: &str, n: Option<&str>, tagged: bool| {
+            let mut e = RequestEntity::default();
+            e.entity_type = StrBytes::from_string(t.to_owned());
+            e.entity_name = n.map(|n| StrBytes::from_string(n.to_owned()));
+            if tagged {
+                e.unknown_tagged_fields
+                    .insert(7, Bytes::from_static(b"xyz"));
+            }
+            e
+        };
+        for version in 0..=1i16 {
+            let mut op = OpData::default();
+            op.key = StrBytes::from_static_str("producer_byte_rate");
+            op.value = 5.0;
+            let mut request = AlterClientQuotasRequest::default();
+            let tagged = version >= 1;
+            request.entries = vec![
+                RequestEntry::default(),
+                {
+                    let mut e = RequestEntry::default();
+                    e.entity = vec![
+                        part("user", Some("a"), tagged),
+                        part("client-id", None, false),
+                        part("user", Some("b"), false),
+                    ];
+                    e.ops = vec![op.clone(), op];
+                    e
+                },
+                {
+                    let mut e = RequestEntry::default();
+                    e.entity = vec![part("ip", Some("é"), false)];
+                    e
+                },
+            ];
+            let mut body = BytesMut::new();
+            request.encode(&mut body, version).unwrap();
+            // Bytes after the message are ignored.
+            body.extend_from_slice(b"tail");
+            let header = Header {
+                api_key: 49,
+                api_version: version,
+                correlation_id: 11,
+            };
+            let streamed = refuse(header, body.freeze()).unwrap();
+            let len = streamed.len();
+            let bytes = streamed.into_bytes();
+            assert_eq!(bytes.len(), len);
+            assert_eq!(bytes, decoded_refusal(header, &request), "v{version}");
+        }
+        let request = AlterQuotasRequest {
+            entries: vec![
+                AlterQuotasEntry {
+                    entity: vec![
+                        QuotaEntityData {
+                            entity_type: "user".into(),
+                            entity_name: None,
+                        },
+                        QuotaEntityData {
+                            entity_type: "user".into(),
+                            entity_name: Some("x".into()),
+                        },
+                    ],
+                    ops: vec![QuotaOp::set(QuotaKey::PRODUCER_SHARES, 3)],
+                },
+                AlterQuotasEntry {
+                    entity: Vec::new(),
+                    ops: Vec::new(),
+                },
+            ],
+            validate_only: true,
+        };
+        let mut body = BytesMut::new();
+        request.encode(&mut body).unwrap();
+        let header = Header {
+            api_key: 50,
+            api_version: 0,
+            correlation_id: 12,
+        };
+        let bytes = crate::alter_quotas::refuse(header, body.freeze())
+            .unwrap()
+            .into_bytes();
+        let error = ApiError::cluster_authorization_failed();
+        let expected = AlterQuotasResponse {
+            throttle_time_ms: 0,
+            entries: request
+                .entries
+                .iter()
+                .map(|e| AlterQuotasResult {
+                    error_code: error.code.0,
+                    error_message: Some(error.message.clone()),
+                    entity: e.entity.clone(),
+                })
+                .collect(),
+        };
+        assert_eq!(&bytes[..4], &12i32.to_be_bytes());
+        assert_eq!(AlterQuotasResponse::decode(&bytes[4..]).unwrap(), expected);
+    }
 
     #[test]
     fn kafka_puts_client_id_before_user() {

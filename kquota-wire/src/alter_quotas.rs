@@ -13,13 +13,14 @@
 //! refuse bytes after the message; the handler reads a request with [`AlterQuotasRequest::read`]
 //! and ignores bytes after it, as it does for every API (see `handler::read_body`).
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::alter::{alter_by_entity, collapse, WireEntry};
+use crate::alter::{alter_by_entity, collapse, echo_refusal, Layout, WireEntry};
 use crate::frame::{
     fit_message, put_array_len, put_string, CodecError, Header, ReadResult, Reader,
 };
 use crate::handler::{CloseReason, Handler};
+use crate::stream::ResponseStream;
 use kquota::Entity;
 use kquota::{Alteration, Op};
 use kquota::{QuotaKey, QuotaType};
@@ -275,6 +276,43 @@ impl AlterQuotasResponse {
         }
         Ok(())
     }
+}
+
+/// Walks a request as [`AlterQuotasRequest::read`] reads it, keeping nothing; returns its entry
+/// count.
+fn walk(r: &mut Reader<'_>) -> ReadResult<usize> {
+    let entries = r.each(false, false, "Entry", |r| {
+        r.each(false, false, "QuotaEntity", |r| {
+            r.utf8(false, false, "EntityType")?;
+            r.utf8(false, true, "EntityName")?;
+            Ok(())
+        })?;
+        r.each(false, false, "Op", |r| {
+            r.utf8(false, false, "Type")?;
+            r.utf8(false, false, "Units")?;
+            r.i64("Value")?;
+            r.bool("Remove")?;
+            Ok(())
+        })?;
+        Ok(())
+    })?;
+    r.bool("ValidateOnly")?;
+    Ok(entries.unwrap_or(0))
+}
+
+/// A refused AlterQuotas: walked (a malformed one closes the connection), then every entry as
+/// sent answered with `CLUSTER_AUTHORIZATION_FAILED`, made as it is written (see
+/// [`echo_refusal`]).
+pub(super) fn refuse(header: Header, body: Bytes) -> Result<ResponseStream, CloseReason> {
+    let entries = crate::handler::read_body(header, &body, |r, _| walk(r))?;
+    // The entries start after their 4-byte count.
+    Ok(echo_refusal(
+        header,
+        body.clone(),
+        4,
+        entries,
+        Layout::Draft,
+    ))
 }
 
 pub(super) fn handle(

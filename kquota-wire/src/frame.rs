@@ -208,6 +208,14 @@ impl<'a> Reader<'a> {
         Reader { buf, pos: 0 }
     }
 
+    /// A reader over `buf` from `pos` (at most its end), to resume a walk.
+    pub(crate) fn at(buf: &'a [u8], pos: usize) -> Reader<'a> {
+        Reader {
+            buf,
+            pos: pos.min(buf.len()),
+        }
+    }
+
     /// Bytes read so far.
     pub(crate) fn position(&self) -> usize {
         self.pos
@@ -254,10 +262,6 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn f64(&mut self, what: &'static str) -> ReadResult<f64> {
         Ok(f64::from_be_bytes(self.array(what)?))
-    }
-
-    pub(crate) fn uuid(&mut self, what: &'static str) -> ReadResult<()> {
-        self.take(16, what).map(|_| ())
     }
 
     /// A boolean: any non-zero byte is true, as in Kafka.
@@ -484,6 +488,46 @@ pub(crate) fn put_array_len(
     })?;
     buf.put_i32(len);
     Ok(())
+}
+
+/// Writers for the pieces of a streamed answer, in either encoding (`compact` for flexible
+/// versions). The values come from a request already walked, so they are within Kafka's limits.
+pub(crate) mod put {
+    use bytes::BufMut;
+
+    /// An unsigned varint.
+    pub(crate) fn uvarint(out: &mut Vec<u8>, mut v: u32) {
+        while v >= 0x80 {
+            out.put_u8((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.put_u8(v as u8);
+    }
+
+    /// A string, or null (`None`).
+    pub(crate) fn string(out: &mut Vec<u8>, compact: bool, s: Option<&[u8]>) {
+        match (s, compact) {
+            (None, true) => out.put_u8(0),
+            (None, false) => out.put_i16(-1),
+            (Some(s), true) => {
+                uvarint(out, s.len() as u32 + 1);
+                out.put_slice(s);
+            }
+            (Some(s), false) => {
+                out.put_i16(s.len() as i16);
+                out.put_slice(s);
+            }
+        }
+    }
+
+    /// A non-null array's length.
+    pub(crate) fn array_len(out: &mut Vec<u8>, compact: bool, len: usize) {
+        if compact {
+            uvarint(out, len as u32 + 1);
+        } else {
+            out.put_i32(len as i32);
+        }
+    }
 }
 
 /// Cuts `message` to at most [`MAX_STRING_BYTES`] bytes on a character boundary, so that an error

@@ -12,6 +12,7 @@ use crate::security::{
 use kquota::{Engine, Persistence};
 
 use crate::frame::{CodecError, Header, ReadResult, Reader};
+use crate::stream::Reply;
 
 /// Metadata's API key.
 pub const METADATA: i16 = 3;
@@ -319,9 +320,23 @@ impl Handler {
     /// authentication. Never panics; only a fully decoded DescribeClientQuotas, AlterClientQuotas
     /// or AlterQuotas request from an authorized principal reaches the engine.
     pub fn handle(&self, session: &mut Session, frame: &[u8]) -> Outcome {
-        match self.dispatch(session, frame) {
-            Ok(outcome) => outcome,
+        match self.dispatch(session, &Bytes::copy_from_slice(frame)) {
+            Ok(Reply::Outcome(outcome)) => outcome,
+            Ok(Reply::Stream(stream)) => Outcome::Respond(stream.into_bytes()),
             Err(reason) => Outcome::Close(reason),
+        }
+    }
+
+    /// [`Handler::handle`] for a server that writes answers as they are made: an answer that grows
+    /// with its request (a refused AlterClientQuotas or AlterQuotas echoes every entry; a Metadata
+    /// request answers every topic it names) comes as a [`ResponseStream`](crate::ResponseStream),
+    /// made from the request's bytes as it is written, so it is never whole in memory and the
+    /// request is never decoded into one. Everything else is the [`Outcome`] `handle` gives, and
+    /// the bytes written are the same either way.
+    pub fn handle_streaming(&self, session: &mut Session, frame: Bytes) -> Reply {
+        match self.dispatch(session, &frame) {
+            Ok(reply) => reply,
+            Err(reason) => Reply::Outcome(Outcome::Close(reason)),
         }
     }
 
@@ -339,7 +354,7 @@ impl Handler {
             .is_none_or(|a| a.may_alter(session.principal()))
     }
 
-    fn dispatch(&self, session: &mut Session, frame: &[u8]) -> Result<Outcome, CloseReason> {
+    fn dispatch(&self, session: &mut Session, frame: &Bytes) -> Result<Reply, CloseReason> {
         let mut r = Reader::new(frame);
         let api_key = r
             .i16("request_api_key")
@@ -384,10 +399,10 @@ impl Handler {
                 api_version,
             });
         }
-        let ok = Outcome::Respond;
+        let ok = |body| Reply::Outcome(Outcome::Respond(body));
         match api_key {
             API_VERSIONS => crate::api_versions::handle(self, session, header, body).map(ok),
-            METADATA => crate::cluster::metadata(self, header, body).map(ok),
+            METADATA => crate::cluster::metadata(self, header, frame.slice_ref(body)),
             DESCRIBE_CLUSTER => crate::cluster::describe_cluster(self, header, body).map(ok),
             DESCRIBE_CLIENT_QUOTAS => {
                 let allowed = self.may_describe(session);
@@ -397,11 +412,19 @@ impl Handler {
             ALTER_CLIENT_QUOTAS => {
                 let allowed = self.may_alter(session);
                 log_denial(session, allowed, "AlterClientQuotas");
+                if !allowed {
+                    // Answered from the request's bytes, without decoding its entries.
+                    return crate::alter::refuse(header, frame.slice_ref(body)).map(Reply::Stream);
+                }
                 crate::alter::handle(self, allowed, header, body).map(ok)
             }
             ALTER_QUOTAS if self.draft_alter_quotas => {
                 let allowed = self.may_alter(session);
                 log_denial(session, allowed, "AlterQuotas");
+                if !allowed {
+                    return crate::alter_quotas::refuse(header, frame.slice_ref(body))
+                        .map(Reply::Stream);
+                }
                 crate::alter_quotas::handle(self, allowed, header, body).map(ok)
             }
             DESCRIBE_USER_SCRAM_CREDENTIALS => {
@@ -410,8 +433,12 @@ impl Handler {
                 log_denial(session, allowed, "DescribeUserScramCredentials");
                 crate::scram_credentials::handle(self, allowed, header, body).map(ok)
             }
-            SASL_HANDSHAKE => crate::sasl::handshake(self, session, header, body),
-            SASL_AUTHENTICATE => crate::sasl::authenticate(self, session, header, body),
+            SASL_HANDSHAKE => {
+                crate::sasl::handshake(self, session, header, body).map(Reply::Outcome)
+            }
+            SASL_AUTHENTICATE => {
+                crate::sasl::authenticate(self, session, header, body).map(Reply::Outcome)
+            }
             _ => Err(CloseReason::UnsupportedApi {
                 api_key,
                 api_version,

@@ -83,6 +83,7 @@ mod handler;
 mod sasl;
 mod scram_credentials;
 mod security;
+mod stream;
 
 // The public interface: everything a broker, kquotad or kquota-cli uses, and nothing else. Each group
 // is re-exported from the private module that implements it, so the crate's paths do not follow its
@@ -94,6 +95,9 @@ pub use crate::handler::{
     API_VERSIONS, DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, DESCRIBE_USER_SCRAM_CREDENTIALS,
     METADATA, SASL_APIS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SUPPORTED_APIS,
 };
+
+// Answers made as they are written (Handler::handle_streaming).
+pub use crate::stream::{Reply, ResponseStream};
 
 // Framing, and the limits on what a peer may send.
 pub use crate::alter::{MAX_OPS_PER_ENTRY, MAX_PARTS_PER_ENTRY};

@@ -1,17 +1,34 @@
-//! One connection's bytes: size-prefixed request frames read within the frame limit and
-//! `connections.max.idle.ms`, answers written the same way, and a close that cannot hang.
+//! One connection's bytes: size-prefixed request frames read within the frame limit, the server's
+//! request budget (`queued.max.request.bytes`) and `connections.max.idle.ms`, answers written the
+//! same way (streamed ones piece by piece), and a close that cannot hang.
 
 use std::time::Duration;
 
+use bytes::Bytes;
+use memmap2::MmapMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::{debug, warn};
 
-use kquota_wire::request_size;
+use kquota_wire::{request_size, ResponseStream};
 
+use crate::budget::{Budget, Reservation};
 use crate::shutdown::Shutdown;
 
 /// How long closing a connection may wait to send what is still buffered (a TLS close_notify).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A frame's buffer starts this large (or at its size, if smaller) and doubles as its bytes
+/// arrive: memory follows what was sent, not what was announced.
+const FIRST_CHUNK: usize = 64 * 1024;
+
+/// Once this much of a frame has arrived, the rest is read into an anonymous map of the frame's
+/// whole size (which the budget has reserved): its pages cost memory only as the peer's bytes
+/// fill them, and the map goes back to the system the moment the frame is dropped. (Heap memory
+/// freed by mimalloc stays with the process until the allocator is next used, which an idle
+/// server may not do for a long time.)
+const MAP_AFTER: usize = 256 * 1024;
+/// A streamed answer is made and written this many bytes at a time.
+const STREAM_CHUNK: usize = 64 * 1024;
 
 /// A stream of Kafka frames: a 4-byte big-endian size, then that many bytes.
 pub(crate) struct Connection<S> {
@@ -20,26 +37,44 @@ pub(crate) struct Connection<S> {
     peer: String,
     /// `connections.max.idle.ms`: the longest wait for the next byte, or for the peer to take one.
     idle_timeout: Duration,
+    /// The server's request budget (`queued.max.request.bytes`).
+    budget: Budget,
+    /// The last frame's reservation, held until its answer has been written.
+    reserved: Option<Reservation>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
-    /// Frames on `stream`, from `peer`.
-    pub(crate) fn new(stream: S, peer: String, idle_timeout: Duration) -> Connection<S> {
+    /// Frames on `stream`, from `peer`, their bytes reserved from `budget`.
+    pub(crate) fn new(
+        stream: S,
+        peer: String,
+        idle_timeout: Duration,
+        budget: Budget,
+    ) -> Connection<S> {
         Connection {
             stream,
             peer,
             idle_timeout,
+            budget,
+            reserved: None,
         }
     }
 
     /// The next request frame (header and body, without its size), at most `max_bytes` long.
     /// `None` when the connection is to close: the peer left, idled out, sent a frame too large or
     /// cut short, or the server is stopping; each is logged but the peer leaving.
+    ///
+    /// The frame's size is reserved from the server's budget before its body is read (reading
+    /// waits while the budget is spent), and stays reserved until the next call (or the close):
+    /// the caller answers a request before it reads the next one. The buffer grows as the body
+    /// arrives (see [`MAP_AFTER`]).
     pub(crate) async fn read_frame(
         &mut self,
         max_bytes: usize,
         shutdown: &mut Shutdown,
-    ) -> Option<Vec<u8>> {
+    ) -> Option<Bytes> {
+        // The previous request has been answered: its bytes go back to the budget.
+        self.reserved = None;
         let peer = &self.peer;
         let mut prefix = [0u8; 4];
         // Stopping is checked first: once the server stops, no further request is started.
@@ -63,23 +98,89 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 return None;
             }
         };
-        let mut frame = vec![0u8; size];
+        let limit = self.budget.limit();
+        if size > limit {
+            // Only when queued.max.request.bytes is below the frame limit (Kafka refuses such
+            // settings; a host embedding the server might not): the frame could never fit.
+            warn!(
+                %peer,
+                "closing connection: Invalid receive (size = {size} larger than \
+                 queued.max.request.bytes {limit})"
+            );
+            return None;
+        }
+        // While the budget is spent the connection reads nothing more: it waits its turn. The
+        // peer is not idle meanwhile, so there is no idle timeout; stopping ends the wait.
+        let reservation = tokio::select! {
+            biased;
+            () = shutdown.stopping() => return None,
+            r = self.budget.reserve(size) => r?,
+        };
+        let mut heap: Vec<u8> = Vec::with_capacity(size.min(FIRST_CHUNK));
+        let mut mapped: Option<(MmapMut, usize)> = None;
+        let stream = &mut self.stream;
+        let body = async {
+            loop {
+                if let Some((map, filled)) = &mut mapped {
+                    if *filled == size {
+                        return Ok::<(), std::io::Error>(());
+                    }
+                    let n = stream.read(&mut map[*filled..size]).await?;
+                    if n == 0 {
+                        return Err(std::io::ErrorKind::UnexpectedEof.into());
+                    }
+                    *filled += n;
+                    continue;
+                }
+                if heap.len() == size {
+                    return Ok(());
+                }
+                if heap.len() == heap.capacity() {
+                    if heap.capacity() >= MAP_AFTER {
+                        let mut map = MmapMut::map_anon(size)?;
+                        map[..heap.len()].copy_from_slice(&heap);
+                        mapped = Some((map, heap.len()));
+                        heap = Vec::new();
+                        continue;
+                    }
+                    let target = heap.capacity().saturating_mul(2).clamp(FIRST_CHUNK, size);
+                    heap.reserve_exact(target - heap.len());
+                }
+                let room = heap.capacity().min(size) - heap.len();
+                let n = (&mut *stream).take(room as u64).read_buf(&mut heap).await?;
+                if n == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+            }
+        };
         // The size is bounded above; a peer that stalls mid-frame is an idle peer. Nothing of a
         // request that has not fully arrived is applied, so stopping may drop it.
         // A request that has fully arrived is read (and answered) before stopping is checked.
         let read = tokio::select! {
             biased;
-            r = tokio::time::timeout(self.idle_timeout, self.stream.read_exact(&mut frame)) => r,
+            r = tokio::time::timeout(self.idle_timeout, body) => r,
             () = shutdown.stopping() => {
                 debug!(%peer, "closing connection: the server is stopping");
                 return None;
             }
         };
-        if !matches!(read, Ok(Ok(_))) {
-            debug!(%peer, "closing connection: truncated frame");
-            return None;
+        match read {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) if e.kind() != std::io::ErrorKind::UnexpectedEof => {
+                // Reading failed, or there was no memory to map the frame into.
+                debug!(%peer, "closing connection: {e}");
+                return None;
+            }
+            _ => {
+                debug!(%peer, "closing connection: truncated frame");
+                return None;
+            }
         }
-        Some(frame)
+        self.reserved = Some(reservation);
+        Some(match mapped {
+            Some((map, _)) => Bytes::from_owner(map),
+            None => Bytes::from(heap),
+        })
     }
 
     /// Writes one answer. Returns false if it failed, or if the peer did not take it within
@@ -93,6 +194,39 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let write = async {
             self.stream.write_all(&frame).await?;
             self.stream.flush().await
+        };
+        tokio::select! {
+            r = tokio::time::timeout(self.idle_timeout, write) => matches!(r, Ok(Ok(()))),
+            () = shutdown.grace_over() => false,
+        }
+    }
+
+    /// Writes a streamed answer: its size, then its bytes as they are made, [`STREAM_CHUNK`] at a
+    /// time, so that a large answer (every entry of a refused alteration, every topic of a
+    /// Metadata request) is never whole in memory. Returns false as [`Connection::write_frame`]
+    /// does.
+    pub(crate) async fn write_stream(
+        &mut self,
+        mut body: ResponseStream,
+        shutdown: &mut Shutdown,
+    ) -> bool {
+        let Ok(len) = u32::try_from(body.len()) else {
+            warn!(peer = %self.peer, "closing connection: a response of {} bytes", body.len());
+            return false;
+        };
+        let stream = &mut self.stream;
+        let write = async {
+            let mut chunk: Vec<u8> = Vec::with_capacity(STREAM_CHUNK + 4);
+            chunk.extend_from_slice(&len.to_be_bytes());
+            loop {
+                let more = body.fill(&mut chunk, STREAM_CHUNK);
+                stream.write_all(&chunk).await?;
+                chunk.clear();
+                if !more {
+                    break;
+                }
+            }
+            stream.flush().await
         };
         tokio::select! {
             r = tokio::time::timeout(self.idle_timeout, write) => matches!(r, Ok(Ok(()))),

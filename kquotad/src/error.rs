@@ -39,6 +39,14 @@ pub enum ConfigError {
     NoKeystore,
     /// A SASL listener, and no `sasl.credentials.file`.
     NoCredentialsFile,
+    /// A bounded `queued.max.request.bytes` below `socket.request.max.bytes` (Kafka refuses it
+    /// too): a frame larger than the budget could never be read.
+    QueuedBelowRequestMax {
+        /// `queued.max.request.bytes`.
+        queued: usize,
+        /// `socket.request.max.bytes`.
+        request_max: usize,
+    },
     /// The TLS identity or trusted certificates cannot be loaded, or TLS refuses them.
     Tls(Source),
     /// The SASL credentials file cannot be read.
@@ -74,6 +82,11 @@ impl fmt::Display for ConfigError {
             ConfigError::UnknownKey(key) => write!(f, "unknown setting '{key}'"),
             ConfigError::NoKeystore => f.write_str(
                 "a TLS listener needs ssl.keystore.location (a PEM file with the certificate chain and key), or ssl.keystore.certificate.chain and ssl.keystore.key",
+            ),
+            ConfigError::QueuedBelowRequestMax { queued, request_max } => write!(
+                f,
+                "queued.max.request.bytes must be larger or equal to socket.request.max.bytes \
+                 ({queued} < {request_max}); -1 for no limit"
             ),
             ConfigError::NoCredentialsFile => f.write_str(
                 "a SASL listener needs sasl.credentials.file (make entries with `kquotad scram-credential`)",
@@ -136,6 +149,8 @@ pub enum Problem {
     Milliseconds(u32),
     /// Not a frame size: a whole number from 1 to 2³¹ − 1, as Kafka's `int` settings.
     FrameSize,
+    /// Not a whole number of bytes (Kafka's LONG).
+    Bytes,
     /// Not a finite number above 0.
     PositiveNumber,
     /// Empty.
@@ -186,6 +201,7 @@ impl fmt::Display for Problem {
                 write!(f, "must be a whole number of milliseconds ≥ {min}")
             }
             Problem::FrameSize => f.write_str("must be a whole number between 1 and 2147483647"),
+            Problem::Bytes => f.write_str("must be a whole number of bytes (-1 for no limit)"),
             Problem::PositiveNumber => f.write_str("must be a number > 0"),
             Problem::Empty => f.write_str("must not be empty"),
             Problem::NotPem => f.write_str("only PEM is supported"),

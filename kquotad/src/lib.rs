@@ -36,6 +36,7 @@
 
 // One concern each: the settings and their errors; the server, its accept loops and connection
 // limits; one peer's session; its frames; the stop.
+mod budget;
 mod connection;
 mod error;
 mod limits;

@@ -45,6 +45,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///   kquota.broker.count=3
 ///   kquota.producer.capacity.bytes.per.sec=104857600
 ///   socket.request.max.bytes=104857600
+///   queued.max.request.bytes=268435456
 ///   max.connections=1024
 ///   max.connections.per.ip=100
 ///   connections.max.idle.ms=600000
@@ -116,6 +117,10 @@ struct Args {
     /// Largest request frame in bytes [default: 104857600]
     #[arg(long, value_name = "BYTES")]
     max_request_bytes: Option<String>,
+    /// Request bytes read or queued at once over all connections; reading waits while they are
+    /// spent; at least --max-request-bytes, or -1 for no limit [default: 268435456]
+    #[arg(long, value_name = "BYTES")]
+    queued_max_request_bytes: Option<String>,
     /// Most connections open at once [default: 1024]
     #[arg(long, value_name = "N")]
     max_connections: Option<String>,
@@ -247,6 +252,7 @@ fn settings(args: &Args) -> Result<ServerConfig, String> {
             &args.consumer_capacity,
         ),
         ("socket.request.max.bytes", &args.max_request_bytes),
+        ("queued.max.request.bytes", &args.queued_max_request_bytes),
         ("max.connections", &args.max_connections),
         ("connections.max.idle.ms", &args.idle_timeout_ms),
         ("node.id", &args.node_id),

@@ -9,7 +9,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tracing::{debug, warn};
 
-use kquota_wire::{AuthContext, Handler, Outcome, Session};
+use kquota_wire::{AuthContext, Handler, Outcome, Reply, Session};
 
 use crate::connection::Connection;
 use crate::limits::Slot;
@@ -93,7 +93,12 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
     slot: &Slot,
 ) {
     let peer = session.peer().map(|p| p.to_string()).unwrap_or_default();
-    let mut connection = Connection::new(stream, peer.clone(), config.idle_timeout);
+    let mut connection = Connection::new(
+        stream,
+        peer.clone(),
+        config.idle_timeout,
+        crate::budget::of(config),
+    );
     loop {
         // Before a SASL client has authenticated, Kafka reads at most sasl.server.max.receive.size.
         let max_bytes = if session.is_authenticated() {
@@ -113,7 +118,8 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
         // Alterations fsync and PBKDF2 is slow on purpose; keep both off the async workers.
         let h = Arc::clone(handler);
         let outcome = match tokio::task::spawn_blocking(move || {
-            let outcome = h.handle(&mut session, &frame);
+            // Answers that grow with the request come as streams, written as they are made.
+            let outcome = h.handle_streaming(&mut session, frame);
             (outcome, session)
         })
         .await
@@ -125,6 +131,18 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
             Err(e) => {
                 warn!(%peer, "closing connection: request handler failed: {e}");
                 break;
+            }
+        };
+        let outcome = match outcome {
+            Reply::Outcome(outcome) => outcome,
+            Reply::Stream(body) => {
+                let written = connection.write_stream(body, &mut shutdown).await;
+                slot.answered(session.is_authenticated());
+                if !written {
+                    debug!(%peer, "closing connection: the response was not taken");
+                    return;
+                }
+                continue;
             }
         };
         match outcome {

@@ -18,7 +18,7 @@ use crate::error::{ConfigError, StartError};
 use crate::limits::Slots;
 use crate::listener::{accept_loop, Listener};
 use crate::settings::{ListenerConfig, ServerConfig};
-use crate::{shutdown, tls};
+use crate::{budget, shutdown, tls};
 
 /// A server that is bound and ready to serve.
 pub struct Server {
@@ -72,6 +72,7 @@ impl Server {
     /// Checks the security settings, opens the store, loads it into a new engine, and binds every
     /// listener.
     pub async fn bind(config: ServerConfig) -> Result<Server, StartError> {
+        config.check_request_budget()?;
         let listeners = config.listener_configs()?;
         let acceptor = if listeners.iter().any(|l| l.protocol.uses_tls()) {
             Some(tls::acceptor(&config.ssl)?)
@@ -172,6 +173,8 @@ impl Server {
             self.config.connection_grace,
         );
         let config = Arc::new(self.config);
+        // One budget of request bytes for every connection of every listener, while serving.
+        let _budget = budget::serve(&config);
         let mut acceptors = tokio::task::JoinSet::new();
         for listener in self.listeners {
             acceptors.spawn(accept_loop(

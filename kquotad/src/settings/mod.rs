@@ -16,6 +16,7 @@ use kquota_wire::{
     parse_super_users, Principal, SaslMechanism, ScramMechanism, DEFAULT_MAX_REQUEST_BYTES,
 };
 
+use crate::budget::DEFAULT_QUEUED_MAX_REQUEST_BYTES;
 use crate::error::{ConfigError, Problem};
 
 pub use listeners::{AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap};
@@ -66,6 +67,12 @@ pub struct ServerConfig {
     /// (`sasl.server.max.receive.size`, 512 KiB as in Kafka): unauthenticated peers cannot make the
     /// server hold `socket.request.max.bytes` each.
     pub sasl_max_receive_bytes: NonZeroUsize,
+    /// The request bytes that may be read or queued at once over every connection
+    /// (`queued.max.request.bytes`, 256 MiB; `None`, set by a value ≤ 0, is Kafka's unbounded
+    /// default). A frame reserves its size before its body is read and keeps it until its
+    /// answer is written; while the budget is spent, connections wait instead of reading. It must
+    /// be at least `max_request_bytes`, as in Kafka.
+    pub queued_max_request_bytes: Option<NonZeroUsize>,
     /// Most connections open at once (`max.connections`).
     pub max_connections: NonZeroUsize,
     /// Most connections open at once from one client address (`max.connections.per.ip`;
@@ -118,6 +125,7 @@ impl Default for ServerConfig {
             consumer_capacity: None,
             max_request_bytes: nonzero(DEFAULT_MAX_REQUEST_BYTES),
             sasl_max_receive_bytes: nonzero(524_288),
+            queued_max_request_bytes: Some(nonzero(DEFAULT_QUEUED_MAX_REQUEST_BYTES)),
             max_connections: nonzero(1024),
             max_connections_per_ip: NonZeroUsize::MAX,
             idle_timeout: Duration::from_millis(600_000),
@@ -265,6 +273,11 @@ impl ServerConfig {
             }
             "socket.request.max.bytes" => self.max_request_bytes = frame_size(value)?,
             "sasl.server.max.receive.size" => self.sasl_max_receive_bytes = frame_size(value)?,
+            "queued.max.request.bytes" => {
+                // Kafka's LONG; a value ≤ 0 is its unbounded default (-1).
+                let n: i64 = number(value).ok_or(Problem::Bytes)?;
+                self.queued_max_request_bytes = usize::try_from(n).ok().and_then(NonZeroUsize::new);
+            }
             "max.connections" => self.max_connections = count(value)?,
             "max.connections.per.ip" => self.max_connections_per_ip = count(value)?,
             "connections.max.idle.ms" => {
@@ -299,6 +312,22 @@ impl ServerConfig {
         self.listeners
             .resolve(&self.listener_protocol_map)
             .map_err(|problem| ConfigError::value("listeners", self.listeners.as_str(), problem))
+    }
+}
+
+impl ServerConfig {
+    /// Kafka's rule: a bounded `queued.max.request.bytes` is at least `socket.request.max.bytes`,
+    /// so that every frame the server reads fits in the budget (a larger one would wait forever).
+    pub(crate) fn check_request_budget(&self) -> Result<(), ConfigError> {
+        match self.queued_max_request_bytes {
+            Some(queued) if queued < self.max_request_bytes => {
+                Err(ConfigError::QueuedBelowRequestMax {
+                    queued: queued.get(),
+                    request_max: self.max_request_bytes.get(),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -345,6 +374,30 @@ mod tests {
         );
         assert!(
             matches!(refusal("no.such.key", "1"), ConfigError::UnknownKey(k) if k == "no.such.key")
+        );
+    }
+
+    #[test]
+    fn the_request_budget_is_kafkas_queued_max_request_bytes() {
+        let mut config = ServerConfig::default();
+        assert_eq!(
+            config.queued_max_request_bytes.map(NonZeroUsize::get),
+            Some(268_435_456)
+        );
+        config.set("queued.max.request.bytes", "-1").unwrap();
+        assert_eq!(config.queued_max_request_bytes, None);
+        config.check_request_budget().unwrap();
+        config.set("queued.max.request.bytes", "1048576").unwrap();
+        assert_eq!(
+            config.check_request_budget().unwrap_err().to_string(),
+            "queued.max.request.bytes must be larger or equal to socket.request.max.bytes \
+             (1048576 < 104857600); -1 for no limit"
+        );
+        config.set("socket.request.max.bytes", "1048576").unwrap();
+        config.check_request_budget().unwrap();
+        assert_eq!(
+            refusal("queued.max.request.bytes", "lots").to_string(),
+            "queued.max.request.bytes=lots: must be a whole number of bytes (-1 for no limit)"
         );
     }
 

@@ -16,6 +16,7 @@ pub const KNOWN_PROPERTIES: &[&str] = &[
     "kquota.consumer.capacity.bytes.per.sec",
     "socket.request.max.bytes",
     "sasl.server.max.receive.size",
+    "queued.max.request.bytes",
     "max.connections",
     "max.connections.per.ip",
     "connections.max.idle.ms",

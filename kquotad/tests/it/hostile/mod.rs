@@ -4,3 +4,4 @@ mod auth;
 mod client;
 mod lockout;
 mod logs;
+mod memory;

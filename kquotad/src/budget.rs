@@ -1,0 +1,162 @@
+//! The server-wide budget for request bytes (Kafka's `queued.max.request.bytes`): every request
+//! frame reserves its announced size here before its body is read, and keeps the reservation until
+//! its answer has been written. While the budget is spent, connections stop reading (they wait in
+//! line, first come first served) instead of allocating.
+//!
+//! A reservation is all or nothing, and no frame may ask for more than the whole budget
+//! (`queued.max.request.bytes` must be at least `socket.request.max.bytes`, as in Kafka), so a
+//! connection that waits only waits for others that are reading, handling or answering a request:
+//! the budget cannot deadlock.
+
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::settings::ServerConfig;
+
+/// Kafka's `queued.max.request.bytes` default is −1 (unbounded); kquotad's is 256 MiB: room for
+/// two requests of the largest size (`socket.request.max.bytes`, 100 MiB) and many small ones at
+/// once, and a ceiling a small host can afford.
+pub(crate) const DEFAULT_QUEUED_MAX_REQUEST_BYTES: usize = 268_435_456;
+
+/// The request bytes that may be read or queued at once, shared by every connection of a server
+/// (see [`serve`] and [`of`]). Clones share the budget.
+#[derive(Clone, Default)]
+pub(crate) struct Budget {
+    /// `None`: unbounded.
+    bytes: Option<Arc<Semaphore>>,
+    limit: usize,
+}
+
+/// Bytes reserved from a [`Budget`], given back when dropped.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Budget {
+    /// A budget of `limit` bytes, or an unbounded one.
+    pub(crate) fn new(limit: Option<usize>) -> Budget {
+        match limit {
+            None => Budget::default(),
+            Some(limit) => {
+                let limit = limit.min(Semaphore::MAX_PERMITS);
+                Budget {
+                    bytes: Some(Arc::new(Semaphore::new(limit))),
+                    limit,
+                }
+            }
+        }
+    }
+
+    /// The most bytes one reservation may take (`usize::MAX` if unbounded).
+    pub(crate) fn limit(&self) -> usize {
+        if self.bytes.is_some() {
+            self.limit
+        } else {
+            usize::MAX
+        }
+    }
+
+    /// Reserves `bytes`, waiting while the budget is spent. `None` if `bytes` is more than the
+    /// whole budget (the caller refuses the frame): waiting for it would never end.
+    pub(crate) async fn reserve(&self, bytes: usize) -> Option<Reservation> {
+        let Some(semaphore) = &self.bytes else {
+            return Some(Reservation { _permit: None });
+        };
+        if bytes > self.limit {
+            return None;
+        }
+        let n = u32::try_from(bytes).ok()?;
+        // The semaphore is never closed, so acquiring fails only if it were.
+        let permit = Arc::clone(semaphore).acquire_many_owned(n).await.ok()?;
+        Some(Reservation {
+            _permit: Some(permit),
+        })
+    }
+
+    /// Bytes not reserved now (`usize::MAX` if unbounded).
+    #[cfg(test)]
+    pub(crate) fn available(&self) -> usize {
+        self.bytes
+            .as_ref()
+            .map_or(usize::MAX, |s| s.available_permits())
+    }
+}
+
+impl fmt::Debug for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.bytes {
+            None => f.write_str("Budget(unbounded)"),
+            Some(s) => write!(
+                f,
+                "Budget({} of {} bytes free)",
+                s.available_permits(),
+                self.limit
+            ),
+        }
+    }
+}
+
+/// The budgets of the servers serving now, by the address of the settings they serve with (each
+/// server's `Arc<ServerConfig>`, which every connection of it is handed).
+static SERVING: Mutex<Vec<(usize, Budget)>> = Mutex::new(Vec::new());
+
+/// A server's budget, registered for as long as it serves.
+pub(crate) struct Serving(usize);
+
+/// Makes the budget of a server that serves with `config`, until the [`Serving`] is dropped.
+pub(crate) fn serve(config: &Arc<ServerConfig>) -> Serving {
+    let key = Arc::as_ptr(config) as usize;
+    let budget = Budget::new(config.queued_max_request_bytes.map(NonZeroUsize::get));
+    let mut serving = SERVING.lock().unwrap_or_else(|e| e.into_inner());
+    serving.push((key, budget));
+    Serving(key)
+}
+
+/// The budget of the server serving with `config` (an unbounded one for settings no server
+/// serves with, which does not happen).
+pub(crate) fn of(config: &ServerConfig) -> Budget {
+    let key = config as *const ServerConfig as usize;
+    let serving = SERVING.lock().unwrap_or_else(|e| e.into_inner());
+    serving
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, b)| b.clone())
+        .unwrap_or_default()
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let mut serving = SERVING.lock().unwrap_or_else(|e| e.into_inner());
+        serving.retain(|(k, _)| *k != self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn reservations_wait_for_the_budget_and_give_it_back() {
+        let budget = Budget::new(Some(100));
+        let a = budget.reserve(60).await.unwrap();
+        assert_eq!(budget.available(), 40);
+        // 50 more do not fit: the reservation waits until `a` is given back.
+        let waiting = tokio::time::timeout(Duration::from_millis(50), budget.reserve(50)).await;
+        assert!(waiting.is_err());
+        drop(a);
+        let b = budget.reserve(50).await.unwrap();
+        assert_eq!(budget.available(), 50);
+        drop(b);
+        assert_eq!(budget.available(), 100);
+        // More than the whole budget is refused, never waited for.
+        assert!(budget.reserve(101).await.is_none());
+        assert!(budget.reserve(100).await.is_some());
+        assert!(Budget::new(None).reserve(usize::MAX).await.is_some());
+    }
+}
