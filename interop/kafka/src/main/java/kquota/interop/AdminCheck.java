@@ -6,11 +6,14 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.concurrent.ExecutionException;
 import java.util.function.Predicate;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterClientQuotasOptions;
+import org.apache.kafka.clients.admin.DescribeUserScramCredentialsResult;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.quota.ClientQuotaAlteration;
 import org.apache.kafka.common.quota.ClientQuotaEntity;
@@ -24,6 +27,9 @@ import org.apache.kafka.common.quota.ClientQuotaFilterComponent;
  *
  * <p>Usage: {@code AdminCheck <bootstrap> <prefix>}. Every entity name starts with the prefix, so runs
  * do not see each other; describes that can match other entities print only the prefixed ones.
+ *
+ * <p>It also describes SCRAM credentials ({@code describeUserScramCredentials}, apiKey 50): every
+ * user, named users and a user named twice, printing only users with the prefix.
  *
  * <p>Apache Kafka applies alterations through its controller and answers describes from the broker's
  * metadata image, which follows a little later; the program therefore waits (bounded) until a describe
@@ -48,8 +54,7 @@ public final class AdminCheck {
         Properties props = new Properties();
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         props.put(AdminClientConfig.CLIENT_ID_CONFIG, "kquota-admincheck");
-        props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
-        props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        // The Admin client's default timeouts: nothing here may need to wait for one.
         try (Admin admin = Admin.create(props)) {
             new AdminCheck(admin, args[1]).run();
         }
@@ -142,6 +147,38 @@ public final class AdminCheck {
         }
     }
 
+    /** Describes SCRAM credentials of {@code users} (every user for null), as each future reports. */
+    private void scram(String label, List<String> users) {
+        DescribeUserScramCredentialsResult result = users == null
+                ? admin.describeUserScramCredentials()
+                : admin.describeUserScramCredentials(users);
+        try {
+            List<String> names = new ArrayList<>(result.users().get());
+            names.removeIf(n -> !n.startsWith(prefix));
+            System.out.println(label + " users: " + new TreeSet<>(names));
+        } catch (Exception ex) {
+            System.out.println(label + " users: " + failure(ex));
+        }
+        for (String user : users == null ? List.<String>of() : new TreeSet<>(users)) {
+            try {
+                Map<String, Integer> infos = new TreeMap<>();
+                for (ScramCredentialInfo info : result.description(user).get().credentialInfos()) {
+                    infos.put(info.mechanism().mechanismName(), info.iterations());
+                }
+                System.out.println(label + " " + user + ": " + infos);
+            } catch (Exception ex) {
+                System.out.println(label + " " + user + ": " + failure(ex));
+            }
+        }
+        try {
+            Map<String, ?> all = new TreeMap<>(result.all().get());
+            all.keySet().removeIf(n -> !n.startsWith(prefix));
+            System.out.println(label + " all: " + all.keySet());
+        } catch (Exception ex) {
+            System.out.println(label + " all: " + failure(ex));
+        }
+    }
+
     private void run() throws Exception {
         String alice = prefix + "alice", bob = prefix + "bob", carol = prefix + "carol";
         String dave = prefix + "dave", app = prefix + "app";
@@ -189,5 +226,9 @@ public final class AdminCheck {
         describe("ip-with-user", ClientQuotaFilter.contains(List.of(
                 ClientQuotaFilterComponent.ofEntity("ip", "10.0.0.1"),
                 ClientQuotaFilterComponent.ofEntity("user", alice))), e -> true);
+
+        scram("scram-every", null);
+        scram("scram-named", List.of(alice, bob));
+        scram("scram-twice", List.of(carol, carol));
     }
 }
