@@ -35,11 +35,20 @@ fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / MIB as f64)
 }
 
-/// A server on a PLAINTEXT listener with no super users: `User:ANONYMOUS` may not alter.
-fn start(what: &str, extra: &[&str]) -> Kquotad {
+/// A server on a PLAINTEXT listener with no super users (`User:ANONYMOUS` may not alter), and
+/// its request budget in bytes. With `KQUOTA_HOSTILE_DEFAULTS=1` in the environment the `extra`
+/// flags (the tests' lower limits) are left out, to measure the default settings.
+fn start(what: &str, extra: &[&str]) -> (Kquotad, u64) {
+    let defaults = std::env::var_os("KQUOTA_HOSTILE_DEFAULTS").is_some();
+    let extra = if defaults { &[][..] } else { extra };
+    let budget = extra
+        .iter()
+        .position(|f| *f == "--queued-max-request-bytes")
+        .and_then(|i| extra.get(i + 1))
+        .map_or(256 * MIB, |b| b.parse().expect("a budget in bytes"));
     let dir = temp_dir(what);
     let (server, _) = Kquotad::start_with(&dir, "PLAINTEXT://127.0.0.1:0", extra);
-    server.owning(dir)
+    (server.owning(dir), budget)
 }
 
 /// A request frame (size prefix included): header v1 (client id `m`) or v2 (plus tagged fields).
@@ -126,7 +135,7 @@ fn settled(server: &Kquotad, limit: Duration) -> u64 {
 /// default budget (256 MiB) and the rest wait without reading.
 #[test]
 fn announced_frames_cost_what_was_sent() {
-    let server = start("hostile-announce", &[]);
+    let (server, _) = start("hostile-announce", &[]);
     still_served(server.addr);
     let (before, _) = memory(&server);
     let mut peers = Vec::with_capacity(1000);
@@ -156,7 +165,7 @@ fn announced_frames_cost_what_was_sent() {
 /// others wait, unread. When the peers leave, the memory goes back to the system at once.
 #[test]
 fn frames_wait_for_the_budget_and_their_memory_comes_back() {
-    let server = start(
+    let (server, budget) = start(
         "hostile-budget",
         &[
             "--max-request-bytes",
@@ -187,15 +196,17 @@ fn frames_wait_for_the_budget_and_their_memory_comes_back() {
     let during = settled(&server, Duration::from_secs(5));
     let (_, peak) = memory(&server);
     eprintln!(
-        "8 × 24 MiB frames, budget 48 MiB: RSS {} before, {} while they wait, peak {}",
+        "8 × 24 MiB frames, budget {}: RSS {} before, {} while they wait, peak {}",
+        mib(budget),
         mib(before),
         mib(during),
         mib(peak)
     );
     assert!(
-        peak < before + 48 * MIB + OVERHEAD,
-        "peak RSS {} with a 48 MiB budget (before: {})",
+        peak < before + budget + OVERHEAD,
+        "peak RSS {} with a {} budget (before: {})",
         mib(peak),
+        mib(budget),
         mib(before)
     );
     let closed = Instant::now();
@@ -249,7 +260,7 @@ fn empty_entries(n: usize) -> Vec<u8> {
 /// read at a time; the server holds those and no more.
 #[test]
 fn refused_alterations_cost_their_bytes() {
-    let server = start(
+    let (server, budget) = start(
         "hostile-refused",
         &[
             "--max-request-bytes",
@@ -295,18 +306,20 @@ fn refused_alterations_cost_their_bytes() {
         assert_eq!(&first[head.len()..head.len() + entry.len()], &entry[..]);
     }
     eprintln!(
-        "4 × 8 MiB refused alterations ({n} entries, {} answers each), budget 18 MiB: RSS {} \
+        "4 × 8 MiB refused alterations ({n} entries, {} answers each), budget {}: RSS {} \
          before, {} at most while answering, peak {}; {} ms",
         mib((head.len() + n * entry.len() + 1) as u64),
+        mib(budget),
         mib(before),
         mib(peak_during),
         mib(peak),
         started.elapsed().as_millis()
     );
     assert!(
-        peak < before + 18 * MIB + OVERHEAD,
-        "peak RSS {} for refused alterations with an 18 MiB budget (before: {})",
+        peak < before + budget + OVERHEAD,
+        "peak RSS {} for refused alterations with a {} budget (before: {})",
         mib(peak),
+        mib(budget),
         mib(before)
     );
     still_served(server.addr);
@@ -318,7 +331,7 @@ fn refused_alterations_cost_their_bytes() {
 /// the repeats costs 4 bytes per topic while it runs (a sort) and a bit per request byte.
 #[test]
 fn a_metadata_request_for_a_million_topics_costs_its_bytes() {
-    let server = start(
+    let (server, budget) = start(
         "hostile-metadata",
         &[
             "--max-request-bytes",
@@ -385,17 +398,20 @@ fn a_metadata_request_for_a_million_topics_costs_its_bytes() {
         head.len() - r.len() - first.len() + topics * topic + 1
     );
     eprintln!(
-        "Metadata v12 naming {topics} topics ({} request, {} answer): RSS {} before, peak {}; {} ms",
+        "Metadata v12 naming {topics} topics ({} request, {} answer), budget {}: RSS {} before, \
+         peak {}; {} ms",
         mib(((topics + 1) * 26) as u64),
         mib(size as u64),
+        mib(budget),
         mib(before),
         mib(peak),
         elapsed.as_millis()
     );
     assert!(
-        peak < before + 32 * MIB + OVERHEAD,
-        "peak RSS {} for a million topics with a 32 MiB budget (before: {})",
+        peak < before + budget + OVERHEAD,
+        "peak RSS {} for a million topics with a {} budget (before: {})",
         mib(peak),
+        mib(budget),
         mib(before)
     );
     still_served(server.addr);
