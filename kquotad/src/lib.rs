@@ -11,7 +11,10 @@
 //! size-prefixed frames, answers them strictly in order (Kafka's pipelining guarantee), and closes
 //! the connection where Kafka would. Limits: the request frame size (`socket.request.max.bytes`,
 //! 100 MiB by default; `sasl.server.max.receive.size`, 512 KiB, before a SASL client has
-//! authenticated), the number of open connections over all listeners (`max.connections`) and from
+//! authenticated), the request bytes read or queued at once over all connections
+//! (`queued.max.request.bytes`, 256 MiB: reading waits while they are spent; a frame's buffer
+//! grows as its bytes arrive), the number of open connections over all listeners
+//! (`max.connections`) and from
 //! one address (`max.connections.per.ip`, unlimited by default), and
 //! the idle time between requests (`connections.max.idle.ms`, 10 minutes). A failed
 //! authentication is logged with the peer's address and its connection closed after
