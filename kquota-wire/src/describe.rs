@@ -16,12 +16,13 @@ const MATCH_TYPE_EXACT: i8 = 0;
 const MATCH_TYPE_DEFAULT: i8 = 1;
 const MATCH_TYPE_SPECIFIED: i8 = 2;
 
+/// Walks a request, every string checked as UTF-8 (as decoding it would).
 fn walk(r: &mut Reader<'_>, version: i16) -> ReadResult<()> {
     let flexible = version >= 1;
     r.each(flexible, false, "components", |r| {
-        r.string(flexible, false, "entity_type")?;
+        r.utf8(flexible, false, "entity_type")?;
         r.i8("match_type")?;
-        r.string(flexible, true, "match")?;
+        r.utf8(flexible, true, "match")?;
         if flexible {
             r.tagged_fields("ComponentData")?;
         }
@@ -148,10 +149,22 @@ pub(super) fn handle(
     header: Header,
     body: &[u8],
 ) -> Result<BytesMut, CloseReason> {
+    if !authorized {
+        // Kafka checks DESCRIBE_CONFIGS on the cluster before reading the filter. The request is
+        // walked (a malformed one closes the connection, as its parsing would) but not decoded:
+        // a refused describe costs its bytes, however many components it holds.
+        crate::handler::read_body(header, body, walk)?;
+        let response = error_response(ApiError::cluster_authorization_failed());
+        return encode(header, header.api_version, &response).map_err(|error| {
+            CloseReason::Unencodable {
+                api_key: header.api_key,
+                api_version: header.api_version,
+                error,
+            }
+        });
+    }
     let request: DescribeClientQuotasRequest = decode(header, body, walk)?;
     let response = match filter(&request) {
-        // Kafka checks DESCRIBE_CONFIGS on the cluster before reading the filter.
-        _ if !authorized => error_response(ApiError::cluster_authorization_failed()),
         Err(error) => error_response(error),
         Ok(filter) => {
             let listed = h.engine.list(&filter);

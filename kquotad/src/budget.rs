@@ -157,6 +157,10 @@ mod tests {
         // More than the whole budget is refused, never waited for.
         assert!(budget.reserve(101).await.is_none());
         assert!(budget.reserve(100).await.is_some());
+        // An empty frame reserves nothing, and does not wait.
+        let all = budget.reserve(100).await.unwrap();
+        assert!(budget.reserve(0).await.is_some());
+        drop(all);
         assert!(Budget::new(None).reserve(usize::MAX).await.is_some());
     }
 }

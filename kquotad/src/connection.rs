@@ -210,8 +210,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         mut body: ResponseStream,
         shutdown: &mut Shutdown,
     ) -> bool {
-        let Ok(len) = u32::try_from(body.len()) else {
-            warn!(peer = %self.peer, "closing connection: a response of {} bytes", body.len());
+        // Kafka's size prefix is an i32: a larger answer cannot be sent.
+        let Ok(len) = i32::try_from(body.len()) else {
+            warn!(
+                peer = %self.peer,
+                "closing connection: a response of {} bytes is too large to send",
+                body.len()
+            );
             return false;
         };
         let stream = &mut self.stream;

@@ -416,3 +416,52 @@ fn a_metadata_request_for_a_million_topics_costs_its_bytes() {
     );
     still_served(server.addr);
 }
+
+/// `User:ANONYMOUS` may not describe quotas: an 8 MiB DescribeClientQuotas of two million empty
+/// filter components is refused at the top level, as Kafka refuses it, without being decoded.
+#[test]
+fn a_refused_describe_costs_its_bytes() {
+    let (server, budget) = start(
+        "hostile-describe",
+        &[
+            "--max-request-bytes",
+            "9437184",
+            "--queued-max-request-bytes",
+            "9437184",
+        ],
+    );
+    still_served(server.addr);
+    let (before, _) = memory(&server);
+    let n = (8 * MIB as usize - 16) / 4;
+    let mut body = Vec::with_capacity(n * 4 + 8);
+    uvarint(&mut body, n as u32 + 1);
+    for _ in 0..n {
+        // An empty type, MATCH_TYPE_SPECIFIED, a null match, no tagged fields.
+        body.extend_from_slice(&[1, 2, 0, 0]);
+    }
+    body.extend_from_slice(&[0, 0]);
+    let started = Instant::now();
+    let mut s = connect(server.addr);
+    s.write_all(&request(48, 1, 2, &body)).unwrap();
+    let (_, head) = read_response(&mut s, 64);
+    let elapsed = started.elapsed();
+    let (_, peak) = memory(&server);
+    // Correlation id, header tags, throttle 0, CLUSTER_AUTHORIZATION_FAILED.
+    assert_eq!(&head[..11], &[0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 31]);
+    eprintln!(
+        "8 MiB refused DescribeClientQuotas ({n} components), budget {}: RSS {} before, peak {}; \
+         {} ms",
+        mib(budget),
+        mib(before),
+        mib(peak),
+        elapsed.as_millis()
+    );
+    assert!(
+        peak < before + budget + OVERHEAD,
+        "peak RSS {} for a refused describe with a {} budget (before: {})",
+        mib(peak),
+        mib(budget),
+        mib(before)
+    );
+    still_served(server.addr);
+}
