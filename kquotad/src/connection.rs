@@ -166,8 +166,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         };
         match read {
             Ok(Ok(())) => {}
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::OutOfMemory => {
+                // No memory to map the frame into: the server's, not the peer's, trouble.
+                warn!(%peer, "closing connection: cannot map a frame of {size} bytes: {e}");
+                return None;
+            }
             Ok(Err(e)) if e.kind() != std::io::ErrorKind::UnexpectedEof => {
-                // Reading failed, or there was no memory to map the frame into.
                 debug!(%peer, "closing connection: {e}");
                 return None;
             }
