@@ -15,7 +15,9 @@
 //! (`queued.max.request.bytes`, 256 MiB: reading waits while they are spent; a frame's buffer
 //! grows as its bytes arrive), the number of open connections over all listeners
 //! (`max.connections`) and from
-//! one address (`max.connections.per.ip`, unlimited by default), and
+//! one address (`max.connections.per.ip`, unlimited by default), the time a new connection has to
+//! authenticate, or on PLAINTEXT and SSL to send a valid request (`kquota.connections.grace.ms`,
+//! 10 s; at `max.connections` the oldest connection that has not makes room for a new one), and
 //! the idle time between requests (`connections.max.idle.ms`, 10 minutes). A failed
 //! authentication is logged with the peer's address and its connection closed after
 //! `connection.failed.authentication.delay.ms` (100 ms), in that connection's task only. When the
