@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a broker pays for linking the engine: builds a scratch crate that depends on one kquota checkout
-# and embeds the engine, from an empty target directory, and prints the number of crates in
+# and embeds `Engine` and `Meter`, from an empty target directory, and prints the number of crates in
 # its tree, the first debug build's wall time and the target directory's size. The meter lives in the
 # same crate as `Engine`, so it costs nothing more to build.
 #
@@ -29,10 +29,13 @@ kquota = { path = "$KQUOTA_DIR" }
 [workspace]
 TOML
 cat > "$SCRATCH/src/main.rs" <<'RS'
+use std::sync::Arc;
+
 fn main() {
-    let engine = kquota::Engine::new();
-    let quotas = engine.resolve("alice", "app");
-    println!("{:?}", quotas.get(kquota::QuotaKey::PRODUCER_BROKER_BPS).map(|q| q.limit));
+    let engine = Arc::new(kquota::Engine::new());
+    let meter = kquota::meter::Meter::new(Arc::clone(&engine));
+    let mut client = meter.client("alice", "app");
+    println!("{:?}", client.produce(1_000));
 }
 RS
 cd "$SCRATCH"
