@@ -9,20 +9,17 @@
 //! the budget cannot deadlock.
 
 use std::fmt;
-use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-use crate::settings::ServerConfig;
 
 /// Kafka's `queued.max.request.bytes` default is −1 (unbounded); kquotad's is 256 MiB: room for
 /// two requests of the largest size (`socket.request.max.bytes`, 100 MiB) and many small ones at
 /// once, and a ceiling a small host can afford.
 pub(crate) const DEFAULT_QUEUED_MAX_REQUEST_BYTES: usize = 268_435_456;
 
-/// The request bytes that may be read or queued at once, shared by every connection of a server
-/// (see [`serve`] and [`of`]). Clones share the budget.
+/// The request bytes that may be read or queued at once, shared by every connection of a server.
+/// Clones share the budget.
 #[derive(Clone, Default)]
 pub(crate) struct Budget {
     /// `None`: unbounded.
@@ -97,41 +94,6 @@ impl fmt::Debug for Budget {
                 self.limit
             ),
         }
-    }
-}
-
-/// The budgets of the servers serving now, by the address of the settings they serve with (each
-/// server's `Arc<ServerConfig>`, which every connection of it is handed).
-static SERVING: Mutex<Vec<(usize, Budget)>> = Mutex::new(Vec::new());
-
-/// A server's budget, registered for as long as it serves.
-pub(crate) struct Serving(usize);
-
-/// Makes the budget of a server that serves with `config`, until the [`Serving`] is dropped.
-pub(crate) fn serve(config: &Arc<ServerConfig>) -> Serving {
-    let key = Arc::as_ptr(config) as usize;
-    let budget = Budget::new(config.queued_max_request_bytes.map(NonZeroUsize::get));
-    let mut serving = SERVING.lock().unwrap_or_else(|e| e.into_inner());
-    serving.push((key, budget));
-    Serving(key)
-}
-
-/// The budget of the server serving with `config` (an unbounded one for settings no server
-/// serves with, which does not happen).
-pub(crate) fn of(config: &ServerConfig) -> Budget {
-    let key = config as *const ServerConfig as usize;
-    let serving = SERVING.lock().unwrap_or_else(|e| e.into_inner());
-    serving
-        .iter()
-        .find(|(k, _)| *k == key)
-        .map(|(_, b)| b.clone())
-        .unwrap_or_default()
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let mut serving = SERVING.lock().unwrap_or_else(|e| e.into_inner());
-        serving.retain(|(k, _)| *k != self.0);
     }
 }
 

@@ -6,25 +6,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 use tracing::warn;
 
-use kquota_wire::Handler;
-
+use crate::budget::Budget;
 use crate::limits::Slots;
-use crate::peer;
-use crate::settings::{ListenerConfig, ServerConfig};
+use crate::peer::{self, Endpoint};
+use crate::settings::ServerConfig;
 use crate::shutdown::Shutdown;
 
-/// One bound listener and what its connections need.
+/// One bound listener: its socket, and what its connections need.
 pub(crate) struct Listener {
-    /// Its name, protocol and bound address.
-    pub(crate) config: ListenerConfig,
     pub(crate) tcp: TcpListener,
-    /// On SSL and SASL_SSL listeners.
-    pub(crate) tls: Option<TlsAcceptor>,
-    /// The handler, with this listener's advertised address.
-    pub(crate) handler: Arc<Handler>,
+    pub(crate) endpoint: Arc<Endpoint>,
 }
 
 /// Accepts connections on one listener until the server stops, then waits for them.
@@ -32,9 +25,9 @@ pub(crate) async fn accept_loop(
     listener: Listener,
     config: Arc<ServerConfig>,
     slots: Arc<Slots>,
+    budget: Budget,
     mut shutdown: Shutdown,
 ) {
-    let listener = Arc::new(listener);
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
@@ -60,11 +53,12 @@ pub(crate) async fn accept_loop(
                         continue;
                     }
                 };
-                let listener = Arc::clone(&listener);
+                let endpoint = Arc::clone(&listener.endpoint);
                 let config = Arc::clone(&config);
+                let budget = budget.clone();
                 let shutdown = shutdown.clone();
                 tasks.spawn(async move {
-                    peer::serve(stream, peer, &listener, &config, shutdown, &permit).await;
+                    peer::serve(stream, peer, &endpoint, &config, budget, shutdown, &permit).await;
                     drop(permit);
                 });
             }

@@ -7,22 +7,34 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
 use kquota_wire::{AuthContext, Handler, Outcome, Reply, Session};
 
+use crate::budget::Budget;
 use crate::connection::Connection;
 use crate::limits::Slot;
-use crate::listener::Listener;
-use crate::settings::ServerConfig;
+use crate::settings::{ListenerConfig, ServerConfig};
 use crate::shutdown::Shutdown;
+
+/// What a connection needs from the listener that accepted it.
+pub(crate) struct Endpoint {
+    /// The listener's name, protocol and bound address.
+    pub(crate) config: ListenerConfig,
+    /// On SSL and SASL_SSL listeners.
+    pub(crate) tls: Option<TlsAcceptor>,
+    /// The handler, with this listener's advertised address.
+    pub(crate) handler: Arc<Handler>,
+}
 
 /// Runs TLS (on SSL and SASL_SSL listeners), makes the connection's session, and serves it.
 pub(crate) async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
-    listener: &Listener,
+    listener: &Endpoint,
     config: &ServerConfig,
+    budget: Budget,
     mut shutdown: Shutdown,
     slot: &Slot,
 ) {
@@ -32,7 +44,16 @@ pub(crate) async fn serve(
     debug!(%peer, listener = name, "connection opened");
     let session = Session::new(name, protocol, Some(peer));
     let Some(acceptor) = &listener.tls else {
-        serve_requests(stream, session, &listener.handler, config, shutdown, slot).await;
+        serve_requests(
+            stream,
+            session,
+            &listener.handler,
+            config,
+            budget,
+            shutdown,
+            slot,
+        )
+        .await;
         return;
     };
     let handshake = tokio::select! {
@@ -73,7 +94,16 @@ pub(crate) async fn serve(
             }
         }
     };
-    serve_requests(tls, session, &listener.handler, config, shutdown, slot).await;
+    serve_requests(
+        tls,
+        session,
+        &listener.handler,
+        config,
+        budget,
+        shutdown,
+        slot,
+    )
+    .await;
 }
 
 /// Logs a failed authentication as Kafka does and waits `connection.failed.authentication.delay.ms`
@@ -89,16 +119,12 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
     mut session: Session,
     handler: &Arc<Handler>,
     config: &ServerConfig,
+    budget: Budget,
     mut shutdown: Shutdown,
     slot: &Slot,
 ) {
     let peer = session.peer().map(|p| p.to_string()).unwrap_or_default();
-    let mut connection = Connection::new(
-        stream,
-        peer.clone(),
-        config.idle_timeout,
-        crate::budget::of(config),
-    );
+    let mut connection = Connection::new(stream, peer.clone(), config.idle_timeout, budget);
     loop {
         // Before a SASL client has authenticated, Kafka reads at most sasl.server.max.receive.size.
         let max_bytes = if session.is_authenticated() {

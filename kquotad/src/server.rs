@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
@@ -14,11 +15,13 @@ use kquota_wire::{
     Authorizer, Credentials, Handler, SaslConfig, SaslMechanism, SecurityProtocol, ServerInfo,
 };
 
+use crate::budget::Budget;
 use crate::error::{ConfigError, StartError};
 use crate::limits::Slots;
 use crate::listener::{accept_loop, Listener};
+use crate::peer::Endpoint;
 use crate::settings::{ListenerConfig, ServerConfig};
-use crate::{budget, shutdown, tls};
+use crate::{shutdown, tls};
 
 /// A server that is bound and ready to serve.
 pub struct Server {
@@ -128,17 +131,19 @@ impl Server {
             info.port = i32::from(port);
             let handler = base.clone().with_server_info(info);
             bound.push(Listener {
-                tls: listener
-                    .protocol
-                    .uses_tls()
-                    .then(|| acceptor.clone())
-                    .flatten(),
-                config: ListenerConfig {
-                    addr: local,
-                    ..listener
-                },
                 tcp,
-                handler: Arc::new(handler),
+                endpoint: Arc::new(Endpoint {
+                    tls: listener
+                        .protocol
+                        .uses_tls()
+                        .then(|| acceptor.clone())
+                        .flatten(),
+                    config: ListenerConfig {
+                        addr: local,
+                        ..listener
+                    },
+                    handler: Arc::new(handler),
+                }),
             });
         }
         Ok(Server {
@@ -150,12 +155,15 @@ impl Server {
 
     /// The first listener's address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.listeners[0].config.addr
+        self.listeners[0].endpoint.config.addr
     }
 
     /// Every listener, with its bound address.
     pub fn listeners(&self) -> Vec<ListenerConfig> {
-        self.listeners.iter().map(|l| l.config.clone()).collect()
+        self.listeners
+            .iter()
+            .map(|l| l.endpoint.config.clone())
+            .collect()
     }
 
     /// How many entities were loaded from the store.
@@ -173,14 +181,15 @@ impl Server {
             self.config.connection_grace,
         );
         let config = Arc::new(self.config);
-        // One budget of request bytes for every connection of every listener, while serving.
-        let _budget = budget::serve(&config);
+        // One budget of request bytes for every connection of every listener.
+        let budget = Budget::new(config.queued_max_request_bytes.map(NonZeroUsize::get));
         let mut acceptors = tokio::task::JoinSet::new();
         for listener in self.listeners {
             acceptors.spawn(accept_loop(
                 listener,
                 Arc::clone(&config),
                 Arc::clone(&slots),
+                budget.clone(),
                 stopping.clone(),
             ));
         }
