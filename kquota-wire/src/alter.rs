@@ -7,8 +7,10 @@ use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryDa
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::body::{decode, read_body, respond};
 use crate::frame::{fit_message, put, response_header, Header, ReadResult, Reader};
-use crate::handler::{decode, read_body, respond, CloseReason, Handler};
+use crate::handler::Handler;
+use crate::outcome::CloseReason;
 use crate::stream::{Pieces, ResponseStream};
 use kquota::QuotaKey;
 use kquota::{java_entity_string, java_map_order, Alteration, EntityPart, Op};

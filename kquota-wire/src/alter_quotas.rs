@@ -11,7 +11,7 @@
 //! Both directions are strict: counts are checked against the bytes left and strings must be UTF-8.
 //! [`AlterQuotasRequest::decode`] and [`AlterQuotasResponse::decode`], which take a whole body, also
 //! refuse bytes after the message; the handler reads a request with [`AlterQuotasRequest::read`]
-//! and ignores bytes after it, as it does for every API (see `handler::read_body`).
+//! and ignores bytes after it, as it does for every API (see `body::read_body`).
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -19,7 +19,8 @@ use crate::alter::{alter_by_entity, collapse, echo_refusal, Layout, WireEntry};
 use crate::frame::{
     fit_message, put_array_len, put_string, CodecError, Header, ReadResult, Reader,
 };
-use crate::handler::{CloseReason, Handler};
+use crate::handler::Handler;
+use crate::outcome::CloseReason;
 use crate::stream::ResponseStream;
 use kquota::Entity;
 use kquota::{Alteration, Op};
@@ -304,7 +305,7 @@ fn walk(r: &mut Reader<'_>) -> ReadResult<usize> {
 /// sent answered with `CLUSTER_AUTHORIZATION_FAILED`, made as it is written (see
 /// [`echo_refusal`]).
 pub(super) fn refuse(header: Header, body: Bytes) -> Result<ResponseStream, CloseReason> {
-    let entries = crate::handler::read_body(header, &body, |r, _| walk(r))?;
+    let entries = crate::body::read_body(header, &body, |r, _| walk(r))?;
     // The entries start after their 4-byte count.
     Ok(echo_refusal(
         header,
@@ -321,7 +322,7 @@ pub(super) fn handle(
     header: Header,
     body: &[u8],
 ) -> Result<BytesMut, CloseReason> {
-    let request = crate::handler::read_body(header, body, |r, _| AlterQuotasRequest::read(r))?;
+    let request = crate::body::read_body(header, body, |r, _| AlterQuotasRequest::read(r))?;
     let raw_entities: Vec<Vec<QuotaEntityData>> =
         request.entries.iter().map(|e| e.entity.clone()).collect();
     let batch: Vec<WireEntry> = request

@@ -4,10 +4,11 @@ use bytes::BytesMut;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
+use crate::apis::{API_VERSIONS, API_VERSIONS_SUPPORT};
+use crate::body::{decode, encode, respond};
 use crate::frame::{Header, ReadResult, Reader};
-use crate::handler::{
-    decode, encode, respond, CloseReason, Handler, API_VERSIONS, API_VERSIONS_SUPPORT,
-};
+use crate::handler::Handler;
+use crate::outcome::CloseReason;
 use crate::security::Session;
 
 const UNSUPPORTED_VERSION: i16 = 35;

@@ -11,8 +11,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::body::{decode, read_body, respond};
 use crate::frame::{put, Header, ReadResult, Reader};
-use crate::handler::{decode, read_body, respond, CloseReason, Handler, Outcome};
+use crate::handler::Handler;
+use crate::outcome::{CloseReason, Outcome};
 use crate::stream::{Pieces, Reply, ResponseStream};
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;

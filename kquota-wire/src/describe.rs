@@ -6,8 +6,10 @@ use kafka_protocol::messages::describe_client_quotas_response::{EntityData, Entr
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::body::{decode, encode};
 use crate::frame::{fit_message, Header, ReadResult, Reader, MAX_STRING_BYTES};
-use crate::handler::{decode, encode, CloseReason, Handler};
+use crate::handler::Handler;
+use crate::outcome::CloseReason;
 use kquota::{ApiError, ErrorCode};
 use kquota::{ComponentMatch, ListFilter, ListedEntity};
 use kquota::{EntityName, EntityType};
@@ -153,7 +155,7 @@ pub(super) fn handle(
         // Kafka checks DESCRIBE_CONFIGS on the cluster before reading the filter. The request is
         // walked (a malformed one closes the connection, as its parsing would) but not decoded:
         // a refused describe costs its bytes, however many components it holds.
-        crate::handler::read_body(header, body, walk)?;
+        crate::body::read_body(header, body, walk)?;
         let response = error_response(ApiError::cluster_authorization_failed());
         return encode(header, header.api_version, &response).map_err(|error| {
             CloseReason::Unencodable {

@@ -76,10 +76,14 @@
 mod alter;
 mod alter_quotas;
 mod api_versions;
+mod apis;
+mod body;
 mod cluster;
 mod describe;
+mod dispatch;
 mod frame;
 mod handler;
+mod outcome;
 mod sasl;
 mod scram_credentials;
 mod security;
@@ -90,11 +94,13 @@ mod stream;
 // file layout.
 
 // The handler and what it answers: one frame in, one outcome out.
-pub use crate::handler::{
-    ApiSupport, CloseReason, Handler, Outcome, ServerInfo, ALTER_CLIENT_QUOTAS, ALTER_QUOTAS,
-    API_VERSIONS, DESCRIBE_CLIENT_QUOTAS, DESCRIBE_CLUSTER, DESCRIBE_USER_SCRAM_CREDENTIALS,
-    METADATA, SASL_APIS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SUPPORTED_APIS,
+pub use crate::apis::{
+    ApiSupport, ALTER_CLIENT_QUOTAS, ALTER_QUOTAS, API_VERSIONS, DESCRIBE_CLIENT_QUOTAS,
+    DESCRIBE_CLUSTER, DESCRIBE_USER_SCRAM_CREDENTIALS, METADATA, SASL_APIS, SASL_AUTHENTICATE,
+    SASL_HANDSHAKE, SUPPORTED_APIS,
 };
+pub use crate::handler::{Handler, ServerInfo};
+pub use crate::outcome::{CloseReason, Outcome};
 
 // Answers made as they are written (Handler::handle_streaming).
 pub use crate::stream::{Reply, ResponseStream};

@@ -11,8 +11,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::body::{decode, respond};
 use crate::frame::{Header, ReadResult, Reader};
-use crate::handler::{decode, respond, CloseReason, Handler, Outcome};
+use crate::handler::Handler;
+use crate::outcome::{CloseReason, Outcome};
 use crate::security::scram::{
     ClientFirst, ScramCredential, ScramMechanism, ScramServer, MIN_ITERATIONS,
 };

@@ -14,8 +14,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
+use crate::body::decode;
 use crate::frame::{fit_message, CodecError, Header, ReadResult, Reader};
-use crate::handler::{decode, CloseReason, Handler};
+use crate::handler::Handler;
+use crate::outcome::CloseReason;
 use crate::security::scram::ScramCredential;
 use crate::security::{Credentials, ScramMechanism};
 use kquota::{java_map_order, ApiError, ErrorCode};

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::handler::Outcome;
+use crate::outcome::Outcome;
 
 /// What to do with one request, from [`Handler::handle_streaming`](crate::Handler::handle_streaming).
 #[derive(Debug)]
