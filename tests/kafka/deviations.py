@@ -26,7 +26,7 @@ RESULT_ORDER = "D6"   # results of a batch: order
 IP_NAMES = "D7"       # ip names: literals only
 TWO_SPELLINGS = "D8"  # two spellings of one key in an entity
 LIST_ORDER = "D10"    # describe entry and value order
-SCRAM_CLASH = "D11"   # apiKey 50 is the seeds' draft, not DescribeUserScramCredentials
+SCRAM_CLASH = "D11"   # with the draft enabled, apiKey 50 is the seeds' AlterQuotas, not DescribeUserScramCredentials
 
 USED_IDS = {UNITS, NON_FINITE, NEAR_WHOLE, DUP_ENTITY, RESULT_ORDER, IP_NAMES, TWO_SPELLINGS, LIST_ORDER,
             SCRAM_CLASH}

@@ -1,5 +1,5 @@
 """Each deviation docs/semantics.md documents, shown against the real broker: what Apache Kafka does, what
-kquotad does instead, and that the rest of the same request still agrees. D11 is in test_clients.py."""
+kquotad does instead, and that the rest of the same request still agrees. D11 (apiKey 50) is in test_stock_tools.py."""
 
 import math
 
