@@ -1,0 +1,177 @@
+//! [`ProxyConfig`]: where the proxy listens, the cluster it stands in front of, and the limits on
+//! what one peer may cost.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::error::ProxyError;
+
+/// Kafka's `socket.request.max.bytes` default: the largest request frame, 100 MiB.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 * 1024 * 1024;
+/// The largest response frame accepted from the cluster by default, 100 MiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 100 * 1024 * 1024;
+/// Requests a connection may have sent and not yet had answered, by default.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 32;
+/// Kafka's `connections.max.idle.ms` default: 10 minutes.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long connecting to a broker may take, by default.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many brokers the proxy will listen for, by default.
+pub const DEFAULT_MAX_BROKERS: usize = 1024;
+
+/// A host and a port, as `host:port` (an IPv6 address in brackets: `[::1]:9092`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    /// A name or an address.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+}
+
+impl fmt::Display for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl FromStr for HostPort {
+    type Err = ProxyError;
+
+    fn from_str(s: &str) -> Result<HostPort, ProxyError> {
+        let bad = || ProxyError::HostPort(s.to_owned());
+        let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if host.is_empty() {
+            return Err(bad());
+        }
+        Ok(HostPort {
+            host: host.to_owned(),
+            port: port.parse().map_err(|_| bad())?,
+        })
+    }
+}
+
+/// Everything the proxy is configured with. [`ProxyConfig::new`] gives Kafka's defaults for the
+/// limits; set the fields to change them.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ProxyConfig {
+    /// The bootstrap listener: each connection to it is forwarded to [`ProxyConfig::upstream`].
+    pub listen: SocketAddr,
+    /// The cluster's bootstrap address.
+    pub upstream: HostPort,
+    /// Broker node N listens on this address's IP at its port plus N (port 0: a port the system
+    /// chooses for each broker).
+    pub listen_base: Option<SocketAddr>,
+    /// Explicit listeners by node id, before [`ProxyConfig::listen_base`].
+    pub broker_map: BTreeMap<i32, SocketAddr>,
+    /// The host the rewritten responses name (by default, each broker listener's bound IP).
+    pub advertised_host: Option<String>,
+    /// `socket.request.max.bytes`: a larger request frame closes its connection.
+    pub max_request_bytes: usize,
+    /// A larger response frame from the cluster closes its connection.
+    pub max_response_bytes: usize,
+    /// Requests a connection may have outstanding; the proxy reads no more of its requests
+    /// until one is answered.
+    pub max_in_flight: usize,
+    /// `connections.max.idle.ms`: the longest a connection may wait for a peer that neither
+    /// sends nor takes bytes while nothing is outstanding (or that stalls within a frame).
+    pub idle_timeout: Duration,
+    /// How long connecting to a broker may take.
+    pub connect_timeout: Duration,
+    /// How many brokers the proxy will listen for; a response naming more closes its connection.
+    pub max_brokers: usize,
+}
+
+impl ProxyConfig {
+    /// The proxy on `listen` in front of the cluster at `upstream`, with Kafka's default limits.
+    /// Broker listeners still need [`ProxyConfig::listen_base`] or [`ProxyConfig::broker_map`].
+    pub fn new(listen: SocketAddr, upstream: HostPort) -> ProxyConfig {
+        ProxyConfig {
+            listen,
+            upstream,
+            listen_base: None,
+            broker_map: BTreeMap::new(),
+            advertised_host: None,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            max_brokers: DEFAULT_MAX_BROKERS,
+        }
+    }
+
+    /// Checks the settings that cannot work together.
+    pub(crate) fn check(&self) -> Result<(), ProxyError> {
+        if self.listen_base.is_none() && self.broker_map.is_empty() {
+            return Err(ProxyError::NoBrokerListeners);
+        }
+        if self.advertised_host.is_none() {
+            let unspecified = self
+                .listen_base
+                .iter()
+                .chain(self.broker_map.values())
+                .find(|a| a.ip().is_unspecified());
+            if let Some(addr) = unspecified {
+                return Err(ProxyError::AdvertisedHost(*addr));
+            }
+        }
+        for (name, value) in [
+            ("max_request_bytes", self.max_request_bytes),
+            ("max_response_bytes", self.max_response_bytes),
+            ("max_in_flight", self.max_in_flight),
+            ("max_brokers", self.max_brokers),
+        ] {
+            if value == 0 {
+                return Err(ProxyError::Zero(name));
+            }
+        }
+        // Kafka's frame sizes are i32s.
+        if self.max_request_bytes > i32::MAX as usize || self.max_response_bytes > i32::MAX as usize
+        {
+            return Err(ProxyError::FrameLimit);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_port() {
+        let hp: HostPort = "kafka-1.example:9092".parse().unwrap();
+        assert_eq!((hp.host.as_str(), hp.port), ("kafka-1.example", 9092));
+        let v6: HostPort = "[::1]:19092".parse().unwrap();
+        assert_eq!((v6.host.as_str(), v6.port), ("::1", 19092));
+        assert_eq!(v6.to_string(), "[::1]:19092");
+        for bad in ["kafka", ":9092", "kafka:", "kafka:70000"] {
+            assert!(bad.parse::<HostPort>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn checks() {
+        let upstream: HostPort = "k:9092".parse().unwrap();
+        let mut c = ProxyConfig::new("127.0.0.1:0".parse().unwrap(), upstream);
+        assert!(matches!(c.check(), Err(ProxyError::NoBrokerListeners)));
+        c.listen_base = Some("0.0.0.0:19100".parse().unwrap());
+        assert!(matches!(c.check(), Err(ProxyError::AdvertisedHost(_))));
+        c.advertised_host = Some("proxy.example".into());
+        c.check().unwrap();
+        c.max_in_flight = 0;
+        assert!(matches!(c.check(), Err(ProxyError::Zero("max_in_flight"))));
+    }
+}

@@ -1,0 +1,58 @@
+//! kquota-proxy: a Kafka protocol proxy in front of a Kafka cluster.
+//!
+//! The proxy listens on a bootstrap address and on one address per broker of the cluster. Each
+//! client connection gets its own connection to the broker its listener stands for (the bootstrap
+//! listener's: the cluster's bootstrap address), and every request and every response crosses it
+//! unchanged, as its bytes, in order, pipelined (up to [`ProxyConfig::max_in_flight`] requests
+//! unanswered per connection) — except the responses that name brokers, in which each broker's
+//! host and port are replaced by the proxy's listener for that broker, so that clients stay on
+//! the proxy:
+//!
+//! | response | versions | what is rewritten |
+//! | --- | --- | --- |
+//! | Metadata (3) | 0–13 | `brokers` |
+//! | FindCoordinator (10) | 0–6 | the coordinator (v0–3), `coordinators` (v4+) |
+//! | DescribeCluster (60) | 0–2 | `brokers` (endpoint type 1) |
+//! | Produce (0) | 10–13 | `node_endpoints` (KIP-951), when not empty |
+//! | Fetch (1) | 16–18 | `node_endpoints` (KIP-951), when not empty |
+//! | ApiVersions (18) | 0–4 | the max version of each API above capped to the table's |
+//!
+//! The versions are those `kafka-protocol` 0.18 decodes; ApiVersions never offers a client more,
+//! and a request above them closes its connection. Broker N's listener is the broker map's entry
+//! for N, else the listen base's IP at its port plus N, bound the first time a response names
+//! broker N. Frames are bounded ([`ProxyConfig::max_request_bytes`],
+//! [`ProxyConfig::max_response_bytes`]), as is a connection's idle time; a frame too large, a
+//! request too short for its header, or a response that does not decode, or answers the wrong
+//! correlation id, closes that connection with a log line. `docs/proxy.md` has the rest.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), kquota_proxy::ProxyError> {
+//! use kquota_proxy::{Proxy, ProxyConfig};
+//! let mut config = ProxyConfig::new("127.0.0.1:9092".parse().unwrap(), "kafka-1:9092".parse()?);
+//! config.listen_base = Some("127.0.0.1:19000".parse().unwrap());
+//! let proxy = Proxy::bind(config).await?;
+//! proxy.serve(async { /* until the host stops */ }).await;
+//! # Ok(())
+//! # }
+//! ```
+
+// One concern each: the settings, the start's errors, the listeners and the stop, one
+// connection, what is read of a request, and what is rewritten of a response.
+mod config;
+mod connection;
+mod error;
+mod header;
+mod rewrite;
+mod server;
+
+// The public interface: what the `kquota-proxy` binary, or a host embedding the proxy, needs.
+//
+// The proxy: bind it with its settings, then serve until a future resolves.
+pub use crate::server::{BrokerListeners, Proxy, SHUTDOWN_GRACE};
+// Its settings and their defaults.
+pub use crate::config::{
+    HostPort, ProxyConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BROKERS,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES,
+};
+// What can stop it from starting.
+pub use crate::error::ProxyError;
