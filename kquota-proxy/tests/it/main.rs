@@ -1,0 +1,7 @@
+//! kquota-proxy against an in-process fake cluster: endpoints rewritten to the proxy's listeners,
+//! everything else forwarded byte for byte, pipelining, ApiVersions capped, and bad frames closing
+//! only their own connection.
+
+mod client;
+mod fake;
+mod proxy;
