@@ -151,7 +151,13 @@ where
             );
             return Ended::Closed;
         };
-        let frame = match read_body(&mut client, prefix, size, config.idle_timeout).await {
+        // A request that has not fully arrived is not forwarded once the proxy stops.
+        let read = tokio::select! {
+            biased;
+            () = shared.stopping() => return Ended::Stopping,
+            r = read_body(&mut client, prefix, size, config.idle_timeout) => r,
+        };
+        let frame = match read {
             Ok(f) => f,
             Err(why) => {
                 debug!(%peer, "closing connection: {why}");
