@@ -127,10 +127,15 @@ impl Handler {
                 crate::alter_quotas::handle(self, allowed, header, body).map(ok)
             }
             DESCRIBE_USER_SCRAM_CREDENTIALS => {
-                // Kafka: DESCRIBE on the cluster, mapped as describing quotas is.
-                let allowed = self.may_describe(session);
+                // Kafka: DESCRIBE on the cluster, which without ACLs only super users have. The
+                // answer names every SASL user, so describing quotas is not enough.
+                let allowed = self.may_alter(session);
                 log_denial(session, allowed, "DescribeUserScramCredentials");
-                crate::scram_credentials::handle(self, allowed, header, body).map(ok)
+                if !allowed {
+                    return crate::scram_credentials::refuse(header, frame.slice_ref(body))
+                        .map(Reply::Stream);
+                }
+                crate::scram_credentials::handle(self, header, body).map(ok)
             }
             SASL_HANDSHAKE => {
                 crate::sasl::handshake(self, session, header, body).map(Reply::Outcome)

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
     CredentialInfo, DescribeUserScramCredentialsResult,
 };
@@ -18,6 +18,7 @@ use crate::body::decode;
 use crate::frame::{fit_message, CodecError, Header, ReadResult, Reader};
 use crate::handler::Handler;
 use crate::outcome::CloseReason;
+use crate::stream::{Pieces, ResponseStream};
 use crate::security::scram::ScramCredential;
 use crate::security::{Credentials, ScramMechanism};
 use kquota::{java_map_order, ApiError, ErrorCode};
@@ -34,11 +35,21 @@ const DUPLICATE_MESSAGE: &str =
 /// The capacity of `ScramImage.describe`'s `new HashMap<>()`, which orders the results.
 const JAVA_HASH_MAP_CAPACITY: usize = 16;
 
-fn walk(r: &mut Reader<'_>, _version: i16) -> ReadResult<()> {
+fn walk(r: &mut Reader<'_>, version: i16) -> ReadResult<()> {
+    walk_users(r)?;
+    walk_rest(r, version)
+}
+
+/// The users, bounded and checked; how many (`None` for a null list).
+fn walk_users(r: &mut Reader<'_>) -> ReadResult<Option<usize>> {
     r.each(true, true, "users", |r| {
         r.string(true, false, "name")?;
         r.tagged_fields("UserName")
-    })?;
+    })
+}
+
+/// What follows the users.
+fn walk_rest(r: &mut Reader<'_>, _version: i16) -> ReadResult<()> {
     r.tagged_fields("DescribeUserScramCredentialsRequest")
 }
 
@@ -164,20 +175,77 @@ fn encode(
     Ok(buf)
 }
 
-pub(super) fn handle(
-    h: &Handler,
-    authorized: bool,
-    header: Header,
-    body: &[u8],
-) -> Result<BytesMut, CloseReason> {
+/// A refused request, answered as Kafka's `getErrorResponse` answers it (the error at the top level
+/// and once per requested user) from a walk of the request, which is never decoded: the answer is
+/// made as it is written, so a request naming millions of users costs its own bytes, not a decoded
+/// copy and a whole answer.
+pub(super) fn refuse(header: Header, body: Bytes) -> Result<ResponseStream, CloseReason> {
+    let requested = crate::body::read_body(header, &body, |r, v| {
+        let users = walk_users(r)?;
+        walk_rest(r, v)?;
+        Ok(users)
+    })?;
+    let error = ApiError::cluster_authorization_failed();
+    let message = fit_message(error.message);
+    // The answer's fixed part is kafka-protocol's own encoding of an answer without results, less
+    // its last two bytes (an empty compact array and the tagged fields): the count and the results
+    // go in between.
+    let mut empty = DescribeUserScramCredentialsResponse::default();
+    empty.error_code = error.code.0;
+    empty.error_message = Some(StrBytes::from_string(message.clone()));
+    let mut head = encode(header, &empty).map_err(|error| CloseReason::Unencodable {
+        api_key: header.api_key,
+        api_version: header.api_version,
+        error,
+    })?;
+    head.truncate(head.len() - 2);
+    let count = requested.unwrap_or(0);
+    let mut head = head.to_vec();
+    crate::frame::put::array_len(&mut head, true, count);
+    let mut piece = BytesMut::new();
+    result("", error.code.0, message)
+        .encode(&mut piece, header.api_version)
+        .map_err(|e| CloseReason::Unencodable {
+            api_key: header.api_key,
+            api_version: header.api_version,
+            error: CodecError::Encoder(e.to_string()),
+        })?;
+    let piece = piece.to_vec();
+    let repeat = |left: usize| -> Box<dyn Pieces> {
+        Box::new(Repeat {
+            piece: piece.clone(),
+            left,
+        })
+    };
+    Ok(ResponseStream::new(
+        head,
+        repeat(count),
+        repeat(count),
+        vec![0],
+    ))
+}
+
+/// The same result, `left` more times.
+struct Repeat {
+    piece: Vec<u8>,
+    left: usize,
+}
+
+impl Pieces for Repeat {
+    fn next_piece(&mut self, out: &mut Vec<u8>) -> bool {
+        if self.left == 0 {
+            return false;
+        }
+        self.left -= 1;
+        out.extend_from_slice(&self.piece);
+        true
+    }
+}
+
+/// An authorized request (a super user's): every user asked for, or every user.
+pub(super) fn handle(h: &Handler, header: Header, body: &[u8]) -> Result<BytesMut, CloseReason> {
     let request: DescribeUserScramCredentialsRequest = decode(header, body, walk)?;
-    let response = if !authorized {
-        // Kafka checks DESCRIBE on the cluster after parsing the request.
-        error_response(
-            ApiError::cluster_authorization_failed(),
-            request.users.as_ref().map(Vec::len),
-        )
-    } else {
+    let response = {
         let names: Option<Vec<&str>> = request
             .users
             .as_ref()

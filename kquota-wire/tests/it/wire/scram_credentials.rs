@@ -51,10 +51,10 @@ fn plain_handler() -> Handler {
     Handler::new(Arc::new(Engine::new()), info())
 }
 
-fn request(users: Option<&[&'static str]>) -> ScramRequest {
+fn request(users: Option<&[&str]>) -> ScramRequest {
     ScramRequest::default().with_users(users.map(|u| {
         u.iter()
-            .map(|n| UserName::default().with_name(s(n)))
+            .map(|n| UserName::default().with_name(StrBytes::from_string((*n).to_owned())))
             .collect()
     }))
 }
@@ -171,38 +171,67 @@ fn without_sasl_there_are_no_users() {
 }
 
 #[test]
-fn authorization_is_describe_on_the_cluster() {
+fn only_super_users_may_describe_credentials() {
     let h = sasl_handler().with_authorizer(Authorizer::new([Principal::user("admin")]));
-    // Anonymous may not describe (as for DescribeClientQuotas): Kafka's getErrorResponse, the error
-    // at the top level and once per requested user, with an empty name.
+    // Kafka's DESCRIBE on the cluster, which without ACLs only super users have: the answer names
+    // every SASL user, so an authenticated principal that may describe quotas may not list them.
+    // A refusal is Kafka's getErrorResponse: the error at the top level and once per requested
+    // user, with an empty name.
     let mut anonymous = Session::plaintext();
-    let r = ask(&h, &mut anonymous, &request(Some(&["alice", "zed"])));
-    assert_eq!(r.error_code, 31);
-    assert_eq!(
-        r.error_message.as_deref(),
-        Some("Cluster authorization failed.")
-    );
-    assert_eq!(
-        lines(&r),
-        [
-            "|31|Cluster authorization failed.|",
-            "|31|Cluster authorization failed.|"
-        ]
-    );
-    // A null list: the top-level error and no results (Kafka's own loop throws on it).
-    let r = ask(&h, &mut anonymous, &request(None));
-    assert_eq!((r.error_code, r.results.len()), (31, 0));
-    // An authenticated principal and a super user may.
-    for who in ["alice", "admin"] {
-        let mut session =
-            Session::new("SSL", SecurityProtocol::Ssl, None).with_principal(Principal::user(who));
-        let r = ask(&h, &mut session, &request(None));
-        assert_eq!((r.error_code, r.results.len()), (0, 2), "{who}");
+    let alice = || {
+        Session::new("SSL", SecurityProtocol::Ssl, None).with_principal(Principal::user("alice"))
+    };
+    for session in [&mut anonymous, &mut alice()] {
+        let r = ask(&h, session, &request(Some(&["alice", "zed"])));
+        assert_eq!(r.error_code, 31);
+        assert_eq!(
+            r.error_message.as_deref(),
+            Some("Cluster authorization failed.")
+        );
+        assert_eq!(
+            lines(&r),
+            [
+                "|31|Cluster authorization failed.|",
+                "|31|Cluster authorization failed.|"
+            ]
+        );
+        // A null list: the top-level error and no results (Kafka's own loop throws on it).
+        let r = ask(&h, session, &request(None));
+        assert_eq!((r.error_code, r.results.len()), (31, 0));
     }
+    // A super user may.
+    let mut admin =
+        Session::new("SSL", SecurityProtocol::Ssl, None).with_principal(Principal::user("admin"));
+    let r = ask(&h, &mut admin, &request(None));
+    assert_eq!((r.error_code, r.results.len()), (0, 2));
+    // Letting anonymous describe quotas does not let it list SASL users.
     let h = sasl_handler().with_authorizer(
         Authorizer::new([Principal::user("admin")]).allow_anonymous_describe(true),
     );
-    assert_eq!(ask(&h, &mut anonymous, &request(None)).error_code, 0);
+    assert_eq!(ask(&h, &mut anonymous, &request(None)).error_code, 31);
+}
+
+#[test]
+fn a_refusal_of_many_users_is_streamed_not_decoded() {
+    // 400,000 users in one refused request: the answer is one result per user, made as it is
+    // written (Handler::handle_streaming returns a stream, never a whole decoded request).
+    let h = sasl_handler().with_authorizer(Authorizer::new([Principal::user("admin")]));
+    let names: Vec<String> = (0..400_000).map(|i| format!("u{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let frame = scram_frame(3, &request(Some(&names)));
+    let mut session = Session::plaintext();
+    let reply = h.handle_streaming(&mut session, bytes::Bytes::from(frame.clone()));
+    let kquota_wire::Reply::Stream(stream) = reply else {
+        panic!("a refusal of many users must be streamed");
+    };
+    let streamed = stream.into_bytes();
+    // The same bytes Handler::handle gives, and Kafka's answer: 400,000 empty-named refusals.
+    let kquota_wire::Outcome::Respond(whole) = h.handle(&mut session, &frame) else {
+        panic!("a refusal is answered");
+    };
+    assert_eq!(streamed, whole);
+    let r = ask(&h, &mut session, &request(Some(&names)));
+    assert_eq!((r.error_code, r.results.len()), (31, 400_000));
 }
 
 #[test]
