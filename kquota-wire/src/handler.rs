@@ -50,13 +50,14 @@ impl Handler {
             sasl: None,
             authorizer: None,
             principal_builder: Arc::new(DefaultPrincipalBuilder),
-            decoy_key: decoy_key(),
+            decoy_key: crate::security::credentials::random_key(),
         }
     }
 
     /// Serves SASL on SASL sessions with these mechanisms and users. Without it, a SASL
     /// session's handshake offers no mechanism and every authentication fails.
     pub fn with_sasl(mut self, sasl: SaslConfig) -> Handler {
+        self.decoy_key = sasl.credentials.stand_in_key();
         self.sasl = Some(sasl);
         self
     }
@@ -123,13 +124,4 @@ impl Handler {
         apis.sort_by_key(|a| a.api_key);
         apis
     }
-}
-
-/// A random key for [`Handler`]'s stand-in SCRAM salts.
-fn decoy_key() -> ring::hmac::Key {
-    use ring::rand::SecureRandom;
-    let mut bytes = [0u8; 32];
-    // If the system random source fails the salts are merely predictable, not wrong.
-    let _ = ring::rand::SystemRandom::new().fill(&mut bytes);
-    ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &bytes)
 }

@@ -205,7 +205,7 @@ fn plain(h: &Handler, session: &mut Session, token: &[u8]) -> Result<Bytes, Fail
         (ScramMechanism::Sha256, MIN_ITERATIONS),
         Credentials::usual_plain,
     );
-    let stand_in = ScramCredential::decoy(mechanism, iterations, &h.decoy_key, user);
+    let stand_in = ScramCredential::decoy(mechanism, (iterations, 32), &h.decoy_key, user);
     let matches = found.unwrap_or(&stand_in).verify_password(password);
     if !(found.is_some() & matches) {
         return Err(fail(
@@ -230,8 +230,8 @@ fn plain(h: &Handler, session: &mut Session, token: &[u8]) -> Result<Bytes, Fail
 /// reveal which users exist.
 fn credential_or_decoy(h: &Handler, m: ScramMechanism, user: &str) -> ScramCredential {
     let credentials = h.sasl.as_ref().map(|s| &*s.credentials);
-    let iterations = credentials.map_or(MIN_ITERATIONS, |c| c.usual_iterations(m));
-    let stand_in = ScramCredential::decoy(m, iterations, &h.decoy_key, user);
+    let shape = credentials.map_or((MIN_ITERATIONS, 32), |c| c.usual_shape(m));
+    let stand_in = ScramCredential::decoy(m, shape, &h.decoy_key, user);
     match credentials.and_then(|c| c.get(user, m)) {
         Some(known) => known.clone(),
         None => stand_in,

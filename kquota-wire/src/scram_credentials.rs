@@ -18,9 +18,9 @@ use crate::body::decode;
 use crate::frame::{fit_message, CodecError, Header, ReadResult, Reader};
 use crate::handler::Handler;
 use crate::outcome::CloseReason;
-use crate::stream::{Pieces, ResponseStream};
 use crate::security::scram::ScramCredential;
 use crate::security::{Credentials, ScramMechanism};
+use crate::stream::{Pieces, ResponseStream};
 use kquota::{java_map_order, ApiError, ErrorCode};
 
 /// Kafka's `RESOURCE_NOT_FOUND`.

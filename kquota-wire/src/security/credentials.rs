@@ -45,11 +45,11 @@ pub struct Credentials {
     first_shapes: BTreeMap<Shape, usize>,
 }
 
-/// A credential's mechanism and iteration count.
-type Shape = (ScramMechanism, u32);
+/// A credential's mechanism, iteration count and salt length: what server-first shows of it.
+type Shape = (ScramMechanism, u32, usize);
 
 fn shape(c: &ScramCredential) -> Shape {
-    (c.mechanism, c.iterations)
+    (c.mechanism, c.iterations, c.salt.len())
 }
 
 fn count(map: &mut BTreeMap<Shape, usize>, s: Option<Shape>, add: bool) {
@@ -96,16 +96,42 @@ impl Credentials {
         count(&mut self.first_shapes, list.first().map(shape), true);
     }
 
-    /// The iteration count most of the users' `mechanism` credentials have (4096 without any):
-    /// an unknown user's stand-in gets it, so that the count tells nothing either.
-    pub(crate) fn usual_iterations(&self, mechanism: ScramMechanism) -> u32 {
-        most(&self.shapes, Some(mechanism)).map_or(MIN_ITERATIONS, |s| s.1)
+    /// The iteration count and salt length most of the users' `mechanism` credentials have
+    /// (4096 and 32 bytes without any): an unknown user's stand-in gets both, so that neither the
+    /// count nor the salt's length tells anything.
+    pub(crate) fn usual_shape(&self, mechanism: ScramMechanism) -> (u32, usize) {
+        most(&self.shapes, Some(mechanism)).map_or((MIN_ITERATIONS, 32), |s| (s.1, s.2))
+    }
+
+    /// The key an unknown user's stand-in credential is made with: derived from every user's
+    /// secrets, so it is the same after a restart and on every server that reads the same file
+    /// (a stand-in that changed where real credentials do not would tell them apart), and no one
+    /// without the file can compute it. Without users nothing is hidden, and any key will do.
+    pub(crate) fn stand_in_key(&self) -> ring::hmac::Key {
+        if self.users.is_empty() {
+            return random_key();
+        }
+        let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+        digest.update(b"kquota SCRAM stand-in key v1\0");
+        for (user, credentials) in &self.users {
+            for c in credentials {
+                for part in [user.as_bytes(), c.mechanism.name().as_bytes(), &c.salt] {
+                    digest.update(&(part.len() as u64).to_be_bytes());
+                    digest.update(part);
+                }
+                digest.update(&c.iterations.to_be_bytes());
+                digest.update(&c.stored_key);
+                digest.update(&c.server_key);
+            }
+        }
+        ring::hmac::Key::new(ring::hmac::HMAC_SHA256, digest.finish().as_ref())
     }
 
     /// The mechanism and iteration count most users' PLAIN check runs with (SCRAM-SHA-256 and
     /// 4096 without users): an unknown user's PLAIN login costs the same PBKDF2.
     pub(crate) fn usual_plain(&self) -> (ScramMechanism, u32) {
-        most(&self.first_shapes, None).unwrap_or((ScramMechanism::Sha256, MIN_ITERATIONS))
+        most(&self.first_shapes, None)
+            .map_or((ScramMechanism::Sha256, MIN_ITERATIONS), |s| (s.0, s.1))
     }
 
     /// `user`'s credential for `mechanism`.
@@ -237,6 +263,15 @@ impl Credentials {
     }
 }
 
+/// A random HMAC key (if the system's random source fails, stand-ins are merely predictable, and
+/// there is no user for them to hide).
+pub(crate) fn random_key() -> ring::hmac::Key {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 32];
+    let _ = ring::rand::SystemRandom::new().fill(&mut bytes);
+    ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,7 +297,7 @@ mod tests {
             .unwrap()
             .verify_password(b"a"));
         assert!(back.get("bob", ScramMechanism::Sha256).is_none());
-        assert_eq!(back.usual_iterations(ScramMechanism::Sha512), 4096);
+        assert_eq!(back.usual_shape(ScramMechanism::Sha512).0, 4096);
         assert_eq!(back.usual_plain(), (ScramMechanism::Sha256, 4096));
         // Stand-ins look like most users: the commonest mechanism and iteration count.
         let mut many = Credentials::new();
@@ -276,8 +311,8 @@ mod tests {
             many.insert(user, ScramCredential::generate(m, "p", n).unwrap());
         }
         assert_eq!(many.usual_plain(), (ScramMechanism::Sha512, 8192));
-        assert_eq!(many.usual_iterations(ScramMechanism::Sha256), 16384);
-        assert_eq!(many.usual_iterations(ScramMechanism::Sha512), 8192);
+        assert_eq!(many.usual_shape(ScramMechanism::Sha256).0, 16384);
+        assert_eq!(many.usual_shape(ScramMechanism::Sha512).0, 8192);
         for bad in [
             "[]",
             r#"{"a":{"SCRAM-SHA-1":{"salt":"AA==","iterations":4096,"stored_key":"","server_key":""}}}"#,
@@ -286,5 +321,51 @@ mod tests {
         ] {
             assert!(Credentials::from_json(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn stand_ins_are_the_same_on_every_server_reading_one_file() {
+        let mut c = Credentials::new();
+        c.insert(
+            "alice",
+            ScramCredential::generate(ScramMechanism::Sha256, "a", 4096).unwrap(),
+        );
+        let text = c.to_json();
+        let stand_in = |c: &Credentials| {
+            ScramCredential::decoy(
+                ScramMechanism::Sha256,
+                (4096, 32),
+                &c.stand_in_key(),
+                "mallory",
+            )
+        };
+        // A restart, or another server, reads the same file: the same stand-in, as real users'
+        // credentials are the same.
+        let again = Credentials::from_json(&text).unwrap();
+        assert_eq!(stand_in(&c), stand_in(&again));
+        // Another file's secrets give another key.
+        let mut other = Credentials::new();
+        other.insert(
+            "alice",
+            ScramCredential::generate(ScramMechanism::Sha256, "a", 4096).unwrap(),
+        );
+        assert_ne!(stand_in(&c).salt, stand_in(&other).salt);
+        // The stand-in's salt is as long as most users' (Kafka's own salts are shorter than 32).
+        let mut kafka_like = Credentials::new();
+        for user in ["a", "b"] {
+            let mut credential =
+                ScramCredential::generate(ScramMechanism::Sha256, "p", 4096).unwrap();
+            credential.salt.truncate(26);
+            kafka_like.insert(user, credential);
+        }
+        let shape = kafka_like.usual_shape(ScramMechanism::Sha256);
+        assert_eq!(shape, (4096, 26));
+        let key = kafka_like.stand_in_key();
+        assert_eq!(
+            ScramCredential::decoy(ScramMechanism::Sha256, shape, &key, "mallory")
+                .salt
+                .len(),
+            26
+        );
     }
 }

@@ -309,7 +309,7 @@ impl ScramCredential {
     /// as a known user's. `iterations` should be the count most known users have.
     pub(crate) fn decoy(
         mechanism: ScramMechanism,
-        iterations: u32,
+        (iterations, salt_len): (u32, usize),
         key: &hmac::Key,
         user: &str,
     ) -> ScramCredential {
@@ -322,7 +322,16 @@ impl ScramCredential {
             ctx.sign()
         };
         let len = mechanism.algorithm().digest.output_len();
-        let salt = keyed("salt").as_ref()[..32.min(len)].to_vec();
+        // As long as most users' salts (Kafka's own are about 26 bytes, kquotad's 32).
+        let salt_len = salt_len.clamp(1, 128);
+        let mut salt = Vec::with_capacity(salt_len + 32);
+        for block in 0u8.. {
+            if salt.len() >= salt_len {
+                break;
+            }
+            salt.extend_from_slice(keyed(&format!("salt {block}")).as_ref());
+        }
+        salt.truncate(salt_len);
         let mut server_key = keyed("server key 1").as_ref().to_vec();
         server_key.extend_from_slice(keyed("server key 2").as_ref());
         server_key.resize(len, 0);
@@ -904,12 +913,15 @@ mod tests {
         let key = hmac::Key::new(hmac::HMAC_SHA256, b"decoy key");
         let other = hmac::Key::new(hmac::HMAC_SHA256, b"another key");
         for m in ScramMechanism::ALL {
-            let a = ScramCredential::decoy(m, 8192, &key, "mallory");
-            assert_eq!(a, ScramCredential::decoy(m, 8192, &key, "mallory"));
-            assert_ne!(a.salt, ScramCredential::decoy(m, 8192, &key, "trent").salt);
+            let a = ScramCredential::decoy(m, (8192, 32), &key, "mallory");
+            assert_eq!(a, ScramCredential::decoy(m, (8192, 32), &key, "mallory"));
             assert_ne!(
                 a.salt,
-                ScramCredential::decoy(m, 8192, &other, "mallory").salt
+                ScramCredential::decoy(m, (8192, 32), &key, "trent").salt
+            );
+            assert_ne!(
+                a.salt,
+                ScramCredential::decoy(m, (8192, 32), &other, "mallory").salt
             );
             let real = ScramCredential::generate(m, "pw", 8192).unwrap();
             assert_eq!(
@@ -934,7 +946,7 @@ mod tests {
             let fin = client.client_final(&server_first).unwrap();
             assert_eq!(server.finish(&fin), Err(ScramError::InvalidCredentials));
         }
-        let n = ScramCredential::decoy(ScramMechanism::Sha256, 1, &key, "x").iterations;
+        let n = ScramCredential::decoy(ScramMechanism::Sha256, (1, 32), &key, "x").iterations;
         assert_eq!(n, MIN_ITERATIONS);
     }
 
