@@ -1,7 +1,10 @@
 //! The server-wide budget for request bytes (Kafka's `queued.max.request.bytes`): every request
 //! frame reserves its announced size here before its body is read, and keeps the reservation until
-//! its answer has been written. While the budget is spent, connections stop reading (they wait in
-//! line, first come first served) instead of allocating.
+//! its answer has been written. While the budget is spent, connections stop reading instead of
+//! allocating, and take what they need as soon as that much is free: not first come first served,
+//! which would let one large frame waiting at the head of the line hold up every small request
+//! behind it (and with them the requests an administrator needs), as Kafka's `SimpleMemoryPool`
+//! does not either.
 //!
 //! A reservation is all or nothing, and no frame may ask for more than the whole budget
 //! (`queued.max.request.bytes` must be at least `socket.request.max.bytes`, as in Kafka), so a
@@ -11,7 +14,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
 /// Kafka's `queued.max.request.bytes` default is −1 (unbounded); kquotad's is 256 MiB: room for
 /// two requests of the largest size (`socket.request.max.bytes`, 100 MiB) and many small ones at
@@ -25,12 +28,25 @@ pub(crate) struct Budget {
     /// `None`: unbounded.
     bytes: Option<Arc<Semaphore>>,
     limit: usize,
+    /// Told whenever bytes are given back, so that every waiting reservation tries again.
+    freed: Arc<Notify>,
 }
 
 /// Bytes reserved from a [`Budget`], given back when dropped.
 #[derive(Debug)]
 pub(crate) struct Reservation {
-    _permit: Option<OwnedSemaphorePermit>,
+    permit: Option<OwnedSemaphorePermit>,
+    freed: Option<Arc<Notify>>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.permit.take().is_some() {
+            if let Some(freed) = &self.freed {
+                freed.notify_waiters();
+            }
+        }
+    }
 }
 
 impl Budget {
@@ -43,6 +59,7 @@ impl Budget {
                 Budget {
                     bytes: Some(Arc::new(Semaphore::new(limit))),
                     limit,
+                    freed: Arc::default(),
                 }
             }
         }
@@ -61,17 +78,32 @@ impl Budget {
     /// whole budget (the caller refuses the frame): waiting for it would never end.
     pub(crate) async fn reserve(&self, bytes: usize) -> Option<Reservation> {
         let Some(semaphore) = &self.bytes else {
-            return Some(Reservation { _permit: None });
+            return Some(Reservation {
+                permit: None,
+                freed: None,
+            });
         };
         if bytes > self.limit {
             return None;
         }
         let n = u32::try_from(bytes).ok()?;
-        // The semaphore is never closed, so acquiring fails only if it were.
-        let permit = Arc::clone(semaphore).acquire_many_owned(n).await.ok()?;
-        Some(Reservation {
-            _permit: Some(permit),
-        })
+        loop {
+            // Listening before trying, so that bytes given back in between are not missed.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            match Arc::clone(semaphore).try_acquire_many_owned(n) {
+                Ok(permit) => {
+                    return Some(Reservation {
+                        permit: Some(permit),
+                        freed: Some(Arc::clone(&self.freed)),
+                    })
+                }
+                Err(TryAcquireError::NoPermits) => freed.await,
+                // The semaphore is never closed.
+                Err(TryAcquireError::Closed) => return None,
+            }
+        }
     }
 
     /// Bytes not reserved now (`usize::MAX` if unbounded).
@@ -124,5 +156,30 @@ mod tests {
         assert!(budget.reserve(0).await.is_some());
         drop(all);
         assert!(Budget::new(None).reserve(usize::MAX).await.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_large_frame_waiting_does_not_hold_up_small_ones() {
+        let budget = Budget::new(Some(100));
+        let held = budget.reserve(70).await.unwrap();
+        // 60 must wait for the 70 held; meanwhile 20 fit and are not kept behind it.
+        let large = tokio::spawn({
+            let budget = budget.clone();
+            async move { budget.reserve(60).await.map(drop) }
+        });
+        tokio::task::yield_now().await;
+        let small = tokio::time::timeout(Duration::from_millis(200), budget.reserve(20))
+            .await
+            .expect("a small frame is not held up by a large one waiting");
+        drop(small);
+        assert!(!large.is_finished());
+        // Once the 70 come back, the large one gets its turn.
+        drop(held);
+        tokio::time::timeout(Duration::from_secs(5), large)
+            .await
+            .expect("the large frame is served once there is room")
+            .unwrap()
+            .unwrap();
+        assert_eq!(budget.available(), 100);
     }
 }

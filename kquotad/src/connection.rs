@@ -68,10 +68,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// waits while the budget is spent), and stays reserved until the next call (or the close):
     /// the caller answers a request before it reads the next one. The buffer grows as the body
     /// arrives (see [`MAP_AFTER`]).
+    ///
+    /// `started` is called once the frame's size has arrived: from then on a request is coming.
     pub(crate) async fn read_frame(
         &mut self,
         max_bytes: usize,
         shutdown: &mut Shutdown,
+        started: impl FnOnce(),
     ) -> Option<Bytes> {
         // The previous request has been answered: its bytes go back to the budget.
         self.reserved = None;
@@ -91,6 +94,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             Ok(Err(_)) => return None, // the peer closed, or reset
             Ok(Ok(_)) => {}
         }
+        started();
         let size = match request_size(prefix, max_bytes) {
             Ok(size) => size,
             Err(e) => {

@@ -133,14 +133,14 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
             config.sasl_max_receive_bytes.min(config.max_request_bytes)
         };
         // Until it has authenticated, a connection may be told to make room, or run out of time.
+        // Once a request's size has arrived the connection is in use, and no longer gives way.
         let frame = tokio::select! {
-            frame = connection.read_frame(max_bytes.get(), &mut shutdown) => frame,
+            frame = connection.read_frame(max_bytes.get(), &mut shutdown, || slot.busy()) => frame,
             _ = slot.closing() => None,
         };
         let Some(frame) = frame else {
             break;
         };
-        slot.busy();
         // Alterations fsync and PBKDF2 is slow on purpose; keep both off the async workers.
         let h = Arc::clone(handler);
         let outcome = match tokio::task::spawn_blocking(move || {
