@@ -91,6 +91,7 @@ impl Handler {
             SaslStage::Done => true,
             SaslStage::Handshake => matches!(api_key, API_VERSIONS | SASL_HANDSHAKE),
             SaslStage::Authenticate(_) | SaslStage::ScramFinal(_) => api_key == SASL_AUTHENTICATE,
+            SaslStage::Failed => false,
         };
         if !allowed {
             return Err(CloseReason::Unauthenticated {

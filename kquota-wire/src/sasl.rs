@@ -95,7 +95,7 @@ pub(super) fn authenticate(
     let request: SaslAuthenticateRequest = decode(header, body, walk_authenticate)?;
     let stage = std::mem::replace(&mut session.sasl, SaslStage::Done);
     let step = match stage {
-        SaslStage::Done | SaslStage::Handshake => {
+        SaslStage::Done | SaslStage::Handshake | SaslStage::Failed => {
             session.sasl = stage;
             let mut response = SaslAuthenticateResponse::default();
             response.error_code = ILLEGAL_SASL_STATE;
@@ -117,7 +117,7 @@ pub(super) fn authenticate(
             respond(header, &response).map(Outcome::Respond)
         }
         Err(Failure { client, log }) => {
-            session.sasl = SaslStage::Done;
+            session.sasl = SaslStage::Failed;
             response.error_code = SASL_AUTHENTICATION_FAILED;
             response.error_message = Some(StrBytes::from_string(client));
             let body = respond(header, &response)?;

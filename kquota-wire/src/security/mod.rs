@@ -416,6 +416,10 @@ pub(crate) enum SaslStage {
     Authenticate(SaslMechanism),
     /// A SCRAM exchange waits for the client's final message.
     ScramFinal(Box<scram::ScramServer>),
+    /// Authentication failed: nothing more is served on this connection (a server closes it;
+    /// a host that goes on calling the handler gets every request refused, never an anonymous
+    /// session).
+    Failed,
 }
 
 /// One connection's security state, threaded through [`Handler::handle`](crate::Handler::handle):

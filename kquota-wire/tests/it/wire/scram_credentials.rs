@@ -401,3 +401,34 @@ proptest! {
         prop_assert_eq!(h.engine().entity_count(), 0);
     }
 }
+
+#[test]
+fn after_a_failed_authentication_nothing_is_served() {
+    use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+    let h = sasl_handler();
+    let mut session = Session::new("SASL", SecurityProtocol::SaslPlaintext, None);
+    let handshake = SaslHandshakeRequest::default().with_mechanism(s("PLAIN"));
+    assert!(matches!(
+        h.handle(&mut session, &frame(17, 1, 1, &handshake)),
+        Outcome::Respond(_)
+    ));
+    // A wrong password: the error answer, then the connection is to close.
+    let wrong = SaslAuthenticateRequest::default()
+        .with_auth_bytes(Bytes::from_static(b"\0alice\0not her password"));
+    assert!(matches!(
+        h.handle(&mut session, &frame(36, 2, 2, &wrong)),
+        Outcome::RespondAndClose(..)
+    ));
+    // A host that goes on calling the handler gets nothing more served: the session is neither
+    // authenticated nor anonymous-and-trusted, and every request is refused before its API runs.
+    assert!(!session.is_authenticated());
+    let describe = frame(DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 3, &request(None));
+    assert!(matches!(
+        h.handle(&mut session, &describe),
+        Outcome::Close(CloseReason::Unauthenticated { .. })
+    ));
+    assert!(matches!(
+        h.handle(&mut session, &frame(36, 2, 4, &wrong)),
+        Outcome::Close(CloseReason::Unauthenticated { .. })
+    ));
+}
