@@ -70,7 +70,7 @@ pub(crate) async fn serve(
         }
     };
     let _ = stream.set_nodelay(true);
-    debug!(%peer, upstream = %addr, "connection opened");
+    debug!(%peer, listener = ?target, upstream = %addr, "connection opened");
     proxy(client, stream, peer, &upstream, shared).await;
     debug!(%peer, upstream = %addr, "connection closed");
 }
