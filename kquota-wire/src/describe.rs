@@ -2,11 +2,12 @@
 //! list.
 
 use bytes::BytesMut;
+use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::body::{decode, encode};
+use crate::body::encode;
 use crate::frame::{fit_message, Header, ReadResult, Reader, MAX_STRING_BYTES};
 use crate::handler::Handler;
 use crate::outcome::CloseReason;
@@ -18,23 +19,42 @@ const MATCH_TYPE_EXACT: i8 = 0;
 const MATCH_TYPE_DEFAULT: i8 = 1;
 const MATCH_TYPE_SPECIFIED: i8 = 2;
 
+/// The most components [`filter`] can look at: it checks them in order, and with three entity
+/// types, each allowed once, a fifth can never be reached (one of the first four is repeated or
+/// unsupported, and refused).
+const FILTER_COMPONENTS_READ: usize = 4;
+
 /// Walks a request, every string checked as UTF-8 (as decoding it would).
 fn walk(r: &mut Reader<'_>, version: i16) -> ReadResult<()> {
+    read(r, version).map(drop)
+}
+
+/// Reads a request, keeping only the components [`filter`] can reach: a filter of millions of
+/// components is walked (and checked) whole, but costs no more memory than one of four.
+fn read(r: &mut Reader<'_>, version: i16) -> ReadResult<DescribeClientQuotasRequest> {
     let flexible = version >= 1;
+    let mut request = DescribeClientQuotasRequest::default();
     r.each(flexible, false, "components", |r| {
-        r.utf8(flexible, false, "entity_type")?;
-        r.i8("match_type")?;
-        r.utf8(flexible, true, "match")?;
+        let entity_type = r.utf8(flexible, false, "entity_type")?.unwrap_or_default();
+        let match_type = r.i8("match_type")?;
+        let matched = r.utf8(flexible, true, "match")?;
         if flexible {
             r.tagged_fields("ComponentData")?;
         }
+        if request.components.len() < FILTER_COMPONENTS_READ {
+            let mut c = ComponentData::default();
+            c.entity_type = StrBytes::from_string(entity_type.to_owned());
+            c.match_type = match_type;
+            c._match = matched.map(|m| StrBytes::from_string(m.to_owned()));
+            request.components.push(c);
+        }
         Ok(())
     })?;
-    r.bool("strict")?;
+    request.strict = r.bool("strict")?;
     if flexible {
         r.tagged_fields("DescribeClientQuotasRequest")?;
     }
-    Ok(())
+    Ok(request)
 }
 
 /// Turns the request's components into a list filter with Kafka's checks, in Kafka's order: per
@@ -165,7 +185,7 @@ pub(super) fn handle(
             }
         });
     }
-    let request: DescribeClientQuotasRequest = decode(header, body, walk)?;
+    let request = crate::body::read_body(header, body, read)?;
     let response = match filter(&request) {
         Err(error) => error_response(error),
         Ok(filter) => {

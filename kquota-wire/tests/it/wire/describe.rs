@@ -231,3 +231,41 @@ fn every_describe_validation_error() {
         }
     }
 }
+
+#[test]
+fn a_filter_of_many_components_is_answered_as_its_first_four_decide() {
+    // Kafka checks components in order, and with three entity types each allowed once the fourth
+    // always fails if reached: a filter of 400,000 components gets the answer its first four give
+    // (the rest are walked and checked, never kept).
+    let h = seeded();
+    let first_four = vec![
+        component("client-id", 2, None),
+        component("user", 0, Some("u")),
+        component("ip", 2, None),
+        component("user", 2, None),
+    ];
+    for version in [0, 1] {
+        let short = describe(&h, version, &describe_request(first_four.clone(), false));
+        let mut many = first_four.clone();
+        many.extend((0..400_000).map(|_| component("", 0, None)));
+        let long = describe(&h, version, &describe_request(many, false));
+        assert_eq!(
+            (long.error_code, long.error_message.as_deref()),
+            (short.error_code, short.error_message.as_deref()),
+            "v{version}"
+        );
+        assert_eq!(
+            short.error_message.as_deref(),
+            Some("Entity type user cannot appear more than once in the filter.")
+        );
+        assert!(long.entries.is_none());
+    }
+    // A request cut short after its fourth component still closes the connection: all of it is
+    // walked.
+    let mut frame_bytes = frame(48, 1, 5, &describe_request(first_four, false));
+    frame_bytes.truncate(frame_bytes.len() - 2);
+    assert!(matches!(
+        close(&h, &frame_bytes),
+        CloseReason::MalformedRequest { .. }
+    ));
+}
