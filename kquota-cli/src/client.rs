@@ -142,7 +142,12 @@ impl fmt::Display for ClientError {
             ClientError::Io(e) => write!(f, "connection failed: {e}"),
             ClientError::Protocol(m) => write!(f, "protocol error: {m}"),
             ClientError::Unsupported(m) => f.write_str(m),
-            ClientError::Server(e) => write!(f, "{}: {}", error_name(e.code), e.message),
+            ClientError::Server(e) => write!(
+                f,
+                "{}: {}",
+                error_name(e.code),
+                crate::show::message_text(&e.message)
+            ),
             ClientError::Tls(m) => write!(f, "TLS handshake failed: {m}"),
             ClientError::Authentication(m) => write!(f, "authentication failed: {m}"),
         }

@@ -47,8 +47,8 @@ pub use crate::jaas::{parse_jaas, JaasConfig, JaasError, PLAIN_LOGIN_MODULE, SCR
 // "Entries as the server stores them").
 pub use crate::show::{
     describe_quotas_json, describe_text, entity_json, entity_text, entries_json_in_order,
-    list_json, list_text, matches, name_text, quote, resolve, sort_entries, value_json, value_text,
-    Candidate, Condition, Described, ShownKey, Source, WireEntity,
+    list_json, list_text, matches, message_text, name_text, quote, resolve, sort_entries,
+    value_json, value_text, Candidate, Condition, Described, ShownKey, Source, WireEntity,
 };
 // How every kquota command ends: exit statuses, usage errors, output.
 pub use crate::exit::{

@@ -133,6 +133,12 @@ pub fn quote(text: &str) -> String {
     out
 }
 
+/// A message from a server as printed: as it is, unless it holds a character that does not show
+/// (a server could send escape sequences to the terminal), then quoted ([`quote`]).
+pub fn message_text(text: &str) -> String {
+    quote_if_needed(text, |t| !t.chars().any(is_hidden))
+}
+
 fn quote_if_needed(text: &str, plain: fn(&str) -> bool) -> String {
     if plain(text) {
         text.to_owned()
@@ -788,5 +794,16 @@ mod tests {
         );
         assert_eq!(j[2]["overridden"][0]["level"], 7);
         assert_eq!(j[1]["value"], "NaN");
+    }
+
+    #[test]
+    fn server_messages_print_as_sent_unless_they_hide_characters() {
+        assert_eq!(
+            message_text("Cluster authorization failed."),
+            "Cluster authorization failed."
+        );
+        // A message that would move the terminal's cursor, or colour it, is quoted and escaped.
+        assert_eq!(message_text("ok\u{1b}[2Jwiped"), "\"ok\\u{1b}[2Jwiped\"");
+        assert_eq!(message_text("two\nlines"), "\"two\\nlines\"");
     }
 }

@@ -603,7 +603,7 @@ fn alter_entity(
             "{}: {}: {}",
             wire_text(&entity),
             error_name(e.code),
-            e.message
+            kquota_cli::message_text(&e.message)
         )));
     }
     // Kafka names the first --entity-type and its name.

@@ -625,7 +625,7 @@ fn alter(
                 "{}: {}: {}",
                 wire_text(&entity),
                 error_name(e.code),
-                e.message
+                kquota_cli::message_text(&e.message)
             )
         })
         .collect();
