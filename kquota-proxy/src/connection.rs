@@ -236,7 +236,45 @@ async fn forward_responses<R, W>(
     W: AsyncWrite + Unpin,
 {
     let config = &shared.config;
-    while let Some(pending) = queue.recv().await {
+    // The first byte of an answer, read while watching the broker.
+    let mut carried: Option<u8> = None;
+    loop {
+        // While no answer is owed, the broker is watched too: if it closes (a broker restarting,
+        // or closing an idle connection), so does the client's connection, at once, and the
+        // client reconnects.
+        let pending = if carried.is_some() {
+            queue.recv().await
+        } else {
+            let mut first = [0u8; 1];
+            tokio::select! {
+                biased;
+                p = queue.recv() => p,
+                r = upstream.read(&mut first) => match r {
+                    Ok(0) | Err(_) => {
+                        debug!(%peer, upstream = %addr, "closing connection: the broker closed");
+                        return;
+                    }
+                    // An answer's first byte: its request was queued just now, or there is none.
+                    Ok(_) => match queue.try_recv() {
+                        Ok(p) => {
+                            carried = Some(first[0]);
+                            Some(p)
+                        }
+                        Err(_) => {
+                            warn!(
+                                %peer, upstream = %addr,
+                                "closing connection: the broker sent bytes when no answer was owed"
+                            );
+                            return;
+                        }
+                    },
+                },
+            }
+        };
+        let Some(pending) = pending else {
+            // The request side has ended and every answer is delivered.
+            return;
+        };
         let head = match pending {
             Pending::Local(bytes) => {
                 if !write_client(&mut client, &bytes, peer, shared).await {
@@ -249,7 +287,14 @@ async fn forward_responses<R, W>(
         // No timeout for the answer's start: a Fetch may wait as long as the client asked, and
         // the client's request.timeout.ms bounds it.
         let mut prefix = [0u8; 4];
-        if let Err(e) = upstream.read_exact(&mut prefix).await {
+        let from = match carried.take() {
+            Some(b) => {
+                prefix[0] = b;
+                1
+            }
+            None => 0,
+        };
+        if let Err(e) = upstream.read_exact(&mut prefix[from..]).await {
             debug!(%peer, upstream = %addr, "closing connection: the broker closed: {e}");
             return;
         }

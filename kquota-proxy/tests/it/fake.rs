@@ -23,6 +23,10 @@ use tokio::net::{TcpListener, TcpStream};
 pub(crate) const GARBAGE: &str = "send-garbage";
 /// The client id that makes a broker answer with the wrong correlation id.
 pub(crate) const WRONG_ID: &str = "wrong-correlation-id";
+/// The client id that makes a broker close the connection after its answer.
+pub(crate) const CLOSE_AFTER: &str = "close-after-answering";
+/// The client id that makes a broker send its answer twice.
+pub(crate) const TWICE: &str = "answer-twice";
 /// The records every Fetch answer carries.
 pub(crate) const RECORDS: &[u8] = b"a record batch, as the broker wrote it";
 
@@ -99,15 +103,23 @@ async fn serve(mut s: TcpStream, node_id: i32, cluster: Arc<Vec<(i32, SocketAddr
         if s.read_exact(&mut frame).await.is_err() {
             return;
         }
+        let (twice, close) = (frame_has(&frame, TWICE), frame_has(&frame, CLOSE_AFTER));
         let Some(body) = answer(node_id, &cluster, Bytes::from(frame)) else {
             continue;
         };
         let mut out = (body.len() as u32).to_be_bytes().to_vec();
         out.extend_from_slice(&body);
-        if s.write_all(&out).await.is_err() {
+        if twice {
+            out.extend_from_within(..);
+        }
+        if s.write_all(&out).await.is_err() || close {
             return;
         }
     }
+}
+
+fn frame_has(frame: &[u8], id: &str) -> bool {
+    frame.windows(id.len()).any(|w| w == id.as_bytes())
 }
 
 fn answer(node_id: i32, cluster: &[(i32, SocketAddr)], frame: Bytes) -> Option<Vec<u8>> {

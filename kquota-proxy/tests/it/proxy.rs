@@ -383,3 +383,24 @@ async fn idle_connections_close_and_stopping_ends_every_connection() {
     running.stop().await;
     assert!(open.closed().await);
 }
+
+#[tokio::test]
+async fn a_broker_that_closes_or_answers_unasked_closes_the_client() {
+    let running = start(|_| {}).await;
+    for client_id in [fake::CLOSE_AFTER, fake::TWICE] {
+        let mut c = Client::connect(running.addr).await;
+        c.send_frame(&request(
+            ApiKey::Metadata,
+            12,
+            5,
+            client_id,
+            &MetadataRequest::default(),
+        ))
+        .await;
+        // The answer comes, then the connection closes without another request.
+        let (id, _): (i32, MetadataResponse) = c.recv_as(ApiKey::Metadata, 12).await;
+        assert_eq!(id, 5);
+        assert!(c.closed().await, "{client_id}");
+    }
+    running.stop().await;
+}
