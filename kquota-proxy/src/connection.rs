@@ -207,7 +207,14 @@ where
                 upstream.write_all(&frame).await?;
                 upstream.flush().await
             };
-            match tokio::time::timeout(config.idle_timeout, write).await {
+            let write = tokio::select! {
+                r = tokio::time::timeout(config.idle_timeout, write) => r,
+                () = shared.grace_over() => {
+                    debug!(%peer, "closing connection: the broker took no request while stopping");
+                    return Ended::Closed;
+                }
+            };
+            match write {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     debug!(%peer, "closing connection: writing to the broker: {e}");
@@ -366,7 +373,14 @@ async fn write_client<W: AsyncWrite + Unpin>(
         client.write_all(bytes).await?;
         client.flush().await
     };
-    match tokio::time::timeout(shared.config.idle_timeout, write).await {
+    let write = tokio::select! {
+        r = tokio::time::timeout(shared.config.idle_timeout, write) => r,
+        () = shared.grace_over() => {
+            debug!(%peer, "closing connection: the client took no answer while stopping");
+            return false;
+        }
+    };
+    match write {
         Ok(Ok(())) => true,
         Ok(Err(e)) => {
             debug!(%peer, "closing connection: writing to the client: {e}");

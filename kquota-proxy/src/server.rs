@@ -74,6 +74,13 @@ impl Shared {
         let _ = rx.wait_for(|s| *s).await;
     }
 
+    /// Resolves [`SHUTDOWN_GRACE`] after the proxy started stopping: a peer that takes no bytes
+    /// must not hold the stop up.
+    pub(crate) async fn grace_over(&self) {
+        self.stopping().await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    }
+
     /// Where a connection to a listener for `target` is forwarded.
     pub(crate) fn upstream(&self, target: Target) -> Option<HostPort> {
         match target {

@@ -404,3 +404,53 @@ async fn a_broker_that_closes_or_answers_unasked_closes_the_client() {
     }
     running.stop().await;
 }
+
+#[tokio::test]
+async fn a_broker_that_takes_no_requests_does_not_hold_the_stop() {
+    // A "broker" that accepts and never reads.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream: HostPort = silent.local_addr().unwrap().to_string().parse().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            open.push(s);
+        }
+    });
+    let mut config = ProxyConfig::new("127.0.0.1:0".parse().unwrap(), upstream);
+    config.listen_base = Some("127.0.0.1:0".parse().unwrap());
+    let proxy = Proxy::bind(config).await.unwrap();
+    let addr = proxy.local_addr();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(proxy.serve(async {
+        let _ = stopped.await;
+    }));
+    // Requests until both sockets' buffers are full and the proxy is stuck writing one.
+    let mut c = Client::connect(addr).await;
+    let frame = [&[0x03, 0xe7, 0, 0, 0, 0, 0, 1][..], &vec![7u8; 1 << 20]].concat();
+    let mut sent = 0;
+    while sent < 64 {
+        let write = c.send_frame(&frame);
+        if tokio::time::timeout(Duration::from_millis(300), write)
+            .await
+            .is_err()
+        {
+            break;
+        }
+        sent += 1;
+    }
+    assert!(
+        sent < 64,
+        "the proxy kept taking requests a broker does not read"
+    );
+    let started = std::time::Instant::now();
+    stop.send(()).unwrap();
+    tokio::time::timeout(
+        kquota_proxy::SHUTDOWN_GRACE + Duration::from_secs(3),
+        served,
+    )
+    .await
+    .expect("the stop is not held beyond the grace period")
+    .unwrap();
+    assert!(started.elapsed() >= kquota_proxy::SHUTDOWN_GRACE - Duration::from_millis(100));
+    held.abort();
+}
