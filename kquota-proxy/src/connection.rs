@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore, SemaphorePermit};
 use tracing::{debug, warn};
 
 use crate::config::HostPort;
@@ -26,6 +26,12 @@ enum Pending {
     /// Made by the proxy (an ApiVersions version it cannot decode), not forwarded.
     Local(Bytes),
 }
+
+/// An answer owed, and its place among the [`ProxyConfig::max_in_flight`] a connection may be
+/// owed: held until the answer is written to the client.
+///
+/// [`ProxyConfig::max_in_flight`]: crate::ProxyConfig::max_in_flight
+type Owed<'a> = (Pending, SemaphorePermit<'a>);
 
 /// How the request side ended.
 #[derive(PartialEq, Eq)]
@@ -88,8 +94,11 @@ async fn proxy<C, U>(
 {
     let (client_r, client_w) = tokio::io::split(client);
     let (upstream_r, upstream_w) = tokio::io::split(upstream);
+    // The permits bound the answers owed, including the one being read or written; the queue
+    // keeps their order (and never blocks: it has room for every permit).
+    let owed = Semaphore::new(shared.config.max_in_flight);
     let (tx, rx) = mpsc::channel(shared.config.max_in_flight);
-    let requests = forward_requests(client_r, upstream_w, tx, peer, shared);
+    let requests = forward_requests(client_r, upstream_w, tx, &owed, peer, shared);
     let responses = forward_responses(upstream_r, client_w, rx, peer, addr, shared);
     tokio::pin!(requests, responses);
     tokio::select! {
@@ -107,10 +116,11 @@ async fn proxy<C, U>(
 
 /// Reads the client's requests and forwards each, as its bytes, once its place in the queue of
 /// answers is taken.
-async fn forward_requests<R, W>(
+async fn forward_requests<'a, R, W>(
     mut client: R,
     mut upstream: W,
-    queue: mpsc::Sender<Pending>,
+    queue: mpsc::Sender<Owed<'a>>,
+    owed: &'a Semaphore,
     peer: SocketAddr,
     shared: &Arc<Shared>,
 ) -> Ended
@@ -130,7 +140,7 @@ where
                 r = tokio::time::timeout(config.idle_timeout, client.read(&mut prefix[got..])) => r,
             };
             match read {
-                Err(_) if got == 0 && queue.capacity() < config.max_in_flight => continue,
+                Err(_) if got == 0 && owed.available_permits() < config.max_in_flight => continue,
                 Err(_) => {
                     debug!(%peer, "closing idle connection");
                     return Ended::Closed;
@@ -192,12 +202,16 @@ where
         let forward = matches!(pending, Pending::Upstream(_));
         // A Produce with acks=0 is forwarded but gets no answer: it takes no place in the queue.
         if head.expects_response || !forward {
-            let send = tokio::select! {
+            // At max_in_flight, no more requests are read until an answer is written.
+            let permit = tokio::select! {
                 biased;
                 () = shared.stopping() => return Ended::Stopping,
-                r = queue.send(pending) => r,
+                p = owed.acquire() => p,
             };
-            if send.is_err() {
+            let Ok(permit) = permit else {
+                return Ended::Closed;
+            };
+            if queue.send((pending, permit)).await.is_err() {
                 // The answer side has ended: the connection is closing.
                 return Ended::Closed;
             }
@@ -234,7 +248,7 @@ where
 async fn forward_responses<R, W>(
     mut upstream: R,
     mut client: W,
-    mut queue: mpsc::Receiver<Pending>,
+    mut queue: mpsc::Receiver<Owed<'_>>,
     peer: SocketAddr,
     addr: &HostPort,
     shared: &Arc<Shared>,
@@ -278,7 +292,7 @@ async fn forward_responses<R, W>(
                 },
             }
         };
-        let Some(pending) = pending else {
+        let Some((pending, _owed)) = pending else {
             // The request side has ended and every answer is delivered.
             return;
         };

@@ -27,6 +27,8 @@ pub(crate) const WRONG_ID: &str = "wrong-correlation-id";
 pub(crate) const CLOSE_AFTER: &str = "close-after-answering";
 /// The client id that makes a broker send its answer twice.
 pub(crate) const TWICE: &str = "answer-twice";
+/// The client id that makes a broker wait 600 ms before its answer.
+pub(crate) const SLOW: &str = "slow-to-answer";
 /// The records every Fetch answer carries.
 pub(crate) const RECORDS: &[u8] = b"a record batch, as the broker wrote it";
 
@@ -104,6 +106,9 @@ async fn serve(mut s: TcpStream, node_id: i32, cluster: Arc<Vec<(i32, SocketAddr
             return;
         }
         let (twice, close) = (frame_has(&frame, TWICE), frame_has(&frame, CLOSE_AFTER));
+        if frame_has(&frame, SLOW) {
+            tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        }
         let Some(body) = answer(node_id, &cluster, Bytes::from(frame)) else {
             continue;
         };

@@ -454,3 +454,64 @@ async fn a_broker_that_takes_no_requests_does_not_hold_the_stop() {
     assert!(started.elapsed() >= kquota_proxy::SHUTDOWN_GRACE - Duration::from_millis(100));
     held.abort();
 }
+
+#[tokio::test]
+async fn a_connection_owed_an_answer_is_not_idle() {
+    let running = start(|c| c.idle_timeout = Duration::from_millis(200)).await;
+    let mut c = Client::connect(running.addr).await;
+    c.send_frame(&request(
+        ApiKey::Metadata,
+        12,
+        3,
+        fake::SLOW,
+        &MetadataRequest::default(),
+    ))
+    .await;
+    let (id, _): (i32, MetadataResponse) = c.recv_as(ApiKey::Metadata, 12).await;
+    assert_eq!(id, 3);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn at_most_max_in_flight_requests_reach_the_broker_unanswered() {
+    // A "broker" that reads requests, counts them, and never answers.
+    let counting = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream: HostPort = counting.local_addr().unwrap().to_string().parse().unwrap();
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&received);
+    let broker = tokio::spawn(async move {
+        let (mut s, _) = counting.accept().await.unwrap();
+        loop {
+            let mut prefix = [0u8; 4];
+            if tokio::io::AsyncReadExt::read_exact(&mut s, &mut prefix)
+                .await
+                .is_err()
+            {
+                return;
+            }
+            let mut frame = vec![0u8; u32::from_be_bytes(prefix) as usize];
+            tokio::io::AsyncReadExt::read_exact(&mut s, &mut frame)
+                .await
+                .unwrap();
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let mut config = ProxyConfig::new("127.0.0.1:0".parse().unwrap(), upstream);
+    config.listen_base = Some("127.0.0.1:0".parse().unwrap());
+    config.max_in_flight = 3;
+    let proxy = Proxy::bind(config).await.unwrap();
+    let mut c = Client::connect(proxy.local_addr()).await;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(proxy.serve(async {
+        let _ = stopped.await;
+    }));
+    for id in 0..8 {
+        c.send_frame(&[&[0x03, 0xe7, 0, 0][..], &i32::to_be_bytes(id)].concat())
+            .await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(received.load(std::sync::atomic::Ordering::SeqCst), 3);
+    stop.send(()).unwrap();
+    served.await.unwrap();
+    broker.abort();
+}
