@@ -7,8 +7,8 @@
 #   bash kquota-proxy/tests/kafka/run.sh
 #
 # Needs cargo, python3 (with venv or pip), java 17+ and mvn, and network access to PyPI and Maven
-# Central on the first run (the virtualenv is target/python-venv, shared with tests/python). Not part
-# of `cargo test` or .ci/run. The broker and the proxy are stopped when this script exits.
+# Central on the first run (the virtualenv is target/python-venv, shared with tests/python). .ci/run
+# runs it after the Apache Kafka suite. The broker and the proxy are stopped when this script exits.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 ROOT="$(pwd)"
