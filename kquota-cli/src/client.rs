@@ -146,7 +146,7 @@ impl fmt::Display for ClientError {
                 f,
                 "{}: {}",
                 error_name(e.code),
-                crate::show::message_text(&e.message)
+                crate::quote::message_text(&e.message)
             ),
             ClientError::Tls(m) => write!(f, "TLS handshake failed: {m}"),
             ClientError::Authentication(m) => write!(f, "authentication failed: {m}"),

@@ -31,6 +31,7 @@ mod client;
 mod config;
 mod exit;
 mod jaas;
+mod quote;
 mod show;
 
 // The public API, all of it here; the modules stay private so that items can move between them.
@@ -45,10 +46,11 @@ pub use crate::config::{ClientConfig, ConfigError, SaslLogin, KNOWN_KEYS};
 pub use crate::jaas::{parse_jaas, JaasConfig, JaasError, PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE};
 // How the tools show what a server returns: every entity, name, key and value (docs/cli.md,
 // "Entries as the server stores them").
+pub use crate::quote::{message_text, quote};
 pub use crate::show::{
     describe_quotas_json, describe_text, entity_json, entity_text, entries_json_in_order,
-    list_json, list_text, matches, message_text, name_text, quote, resolve, sort_entries,
-    value_json, value_text, Candidate, Condition, Described, ShownKey, Source, WireEntity,
+    list_json, list_text, matches, name_text, resolve, sort_entries, value_json, value_text,
+    Candidate, Condition, Described, ShownKey, Source, WireEntity,
 };
 // How every kquota command ends: exit statuses, usage errors, output.
 pub use crate::exit::{

@@ -16,6 +16,7 @@ use kquota::{ComponentMatch, EntityType, Level, QuotaKey, DEFAULT_DISPLAY};
 use serde_json::{json, Map, Value};
 
 use crate::client::QuotaEntry;
+use crate::quote::{is_hidden, quote_if_needed};
 
 /// An entity's components as the wire carries them: `(type, name)`, `None` for the default.
 pub type WireEntity = [(String, Option<String>)];
@@ -100,51 +101,6 @@ fn is_plain_word(word: &str) -> bool {
 
 fn is_plain_key(key: &str) -> bool {
     is_plain_word(&key.replace(':', "_"))
-}
-
-/// Characters that do not show on a terminal: control characters and Unicode's invisible
-/// formatting characters (soft hyphen, zero-width and bidirectional marks, byte-order mark).
-fn is_hidden(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{AD}' | '\u{61C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
-            | '\u{2060}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
-}
-
-/// `"text"` with `"`, `\`, newline, carriage return and tab escaped as `\"`, `\\`, `\n`, `\r`, `\t`,
-/// and every other hidden character as `\u{HEX}`. Every other character is kept as it is.
-pub fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if is_hidden(c) => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// A message from a server as printed: as it is, unless it holds a character that does not show
-/// (a server could send escape sequences to the terminal), then quoted ([`quote`]).
-pub fn message_text(text: &str) -> String {
-    quote_if_needed(text, |t| !t.chars().any(is_hidden))
-}
-
-fn quote_if_needed(text: &str, plain: fn(&str) -> bool) -> String {
-    if plain(text) {
-        text.to_owned()
-    } else {
-        quote(text)
-    }
 }
 
 /// A component's name as printed: `<default>` for the default, the name as it is when that cannot be
@@ -794,16 +750,5 @@ mod tests {
         );
         assert_eq!(j[2]["overridden"][0]["level"], 7);
         assert_eq!(j[1]["value"], "NaN");
-    }
-
-    #[test]
-    fn server_messages_print_as_sent_unless_they_hide_characters() {
-        assert_eq!(
-            message_text("Cluster authorization failed."),
-            "Cluster authorization failed."
-        );
-        // A message that would move the terminal's cursor, or colour it, is quoted and escaped.
-        assert_eq!(message_text("ok\u{1b}[2Jwiped"), "\"ok\\u{1b}[2Jwiped\"");
-        assert_eq!(message_text("two\nlines"), "\"two\\nlines\"");
     }
 }
