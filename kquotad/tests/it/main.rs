@@ -1,5 +1,6 @@
 //! kquotad's integration tests, one file per area: the server run as a process.
 
+mod frames;
 mod hostile;
 mod security;
 mod server;

@@ -1,19 +1,19 @@
 //! What the attack tests share: a blocking Kafka connection, the requests they send, a server with
 //! SASL users, and the server process's CPU time and open files.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::{
-    AlterClientQuotasRequest, DescribeClientQuotasRequest, RequestHeader, ResponseHeader,
-    SaslAuthenticateRequest, SaslHandshakeRequest,
+    AlterClientQuotasRequest, DescribeClientQuotasRequest, ResponseHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::protocol::{Decodable, HeaderVersion, Request, StrBytes};
 use kquota_testkit::{temp_dir, Kquotad, TempDir};
 use kquota_wire::{Credentials, ScramClient, ScramCredential, ScramMechanism};
 
@@ -41,18 +41,7 @@ impl Conn {
     /// The request as a frame (size prefix included).
     pub(super) fn frame<R: Request>(&mut self, req: &R, version: i16) -> Vec<u8> {
         self.correlation += 1;
-        let mut buf = BytesMut::new();
-        RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation)
-            .with_client_id(Some(StrBytes::from_static_str("hostile-test")))
-            .encode(&mut buf, R::header_version(version))
-            .unwrap();
-        req.encode(&mut buf, version).unwrap();
-        let mut frame = (buf.len() as u32).to_be_bytes().to_vec();
-        frame.extend_from_slice(&buf);
-        frame
+        crate::frames::request(self.correlation, "hostile-test", req, version)
     }
 
     /// Sends the request; false if the server has closed the connection.
@@ -63,11 +52,7 @@ impl Conn {
 
     /// The answer, or `None` if the connection closed.
     pub(super) fn recv<R: Request>(&mut self, version: i16) -> Option<R::Response> {
-        let mut len = [0u8; 4];
-        self.stream.read_exact(&mut len).ok()?;
-        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-        self.stream.read_exact(&mut body).ok()?;
-        let mut body = Bytes::from(body);
+        let mut body = crate::frames::response(&mut self.stream)?;
         ResponseHeader::decode(&mut body, R::Response::header_version(version)).ok()?;
         R::Response::decode(&mut body, version).ok()
     }

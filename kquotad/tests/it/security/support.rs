@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::{
-    DescribeClientQuotasRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
-    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+    DescribeClientQuotasRequest, ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::protocol::{Decodable, HeaderVersion, Request, StrBytes};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, SanType,
 };
@@ -349,28 +349,13 @@ impl Conn {
 
     pub(super) fn send<R: Request>(&mut self, req: &R, version: i16) {
         self.correlation += 1;
-        let mut buf = BytesMut::new();
-        RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation)
-            .with_client_id(Some(StrBytes::from_static_str("security-test")))
-            .encode(&mut buf, R::header_version(version))
-            .unwrap();
-        req.encode(&mut buf, version).unwrap();
-        self.stream
-            .write_all(&(buf.len() as u32).to_be_bytes())
-            .unwrap();
-        self.stream.write_all(&buf).unwrap();
+        let frame = crate::frames::request(self.correlation, "security-test", req, version);
+        self.stream.write_all(&frame).unwrap();
     }
 
     /// The response, or `None` if the server closed the connection.
     pub(super) fn recv<R: Request>(&mut self, version: i16) -> Option<R::Response> {
-        let mut len = [0u8; 4];
-        self.stream.read_exact(&mut len).ok()?;
-        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-        self.stream.read_exact(&mut body).ok()?;
-        let mut body = Bytes::from(body);
+        let mut body = crate::frames::response(&mut self.stream)?;
         let header =
             ResponseHeader::decode(&mut body, R::Response::header_version(version)).unwrap();
         assert_eq!(header.correlation_id, self.correlation);
