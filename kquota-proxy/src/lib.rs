@@ -42,8 +42,11 @@ mod config;
 mod connection;
 mod error;
 mod header;
+mod identity;
+mod metrics;
 mod rewrite;
 mod server;
+mod tls;
 
 // The public interface: what the `kquota-proxy` binary, or a host embedding the proxy, needs.
 //
