@@ -149,6 +149,23 @@ impl ClientMeter {
         self.record_bytes(&FETCH_KEYS, bytes)
     }
 
+    /// Takes back a fetch response's `bytes` recorded with [`ClientMeter::fetch`], for a response
+    /// the host replaces with an empty one because it throttles the client: Kafka answers a
+    /// throttled fetch without its records (KIP-219) and unrecords their bytes, so that the client
+    /// is not charged for what it never received.
+    pub fn refund_fetch(&mut self, bytes: u64) {
+        let inner = &self.meter.inner;
+        let mut now = None;
+        for key in FETCH_KEYS {
+            let (Some(bucket), Some(_)) = (&self.buckets[key.index()], self.resolved.get(key))
+            else {
+                continue;
+            };
+            let now = *now.get_or_insert_with(|| inner.clock.now_ms());
+            inner.unrecord(bucket, bytes as f64, now);
+        }
+    }
+
     /// Records request-handler time and returns the throttle, capped at one sample window as Kafka caps
     /// request-time throttles.
     pub fn request_time(&mut self, nanos: u64) -> Throttle {
@@ -165,9 +182,19 @@ impl ClientMeter {
         bucket.throttle(ms)
     }
 
-    /// Records `n` partition mutations against `controller_mutation_rate`.
+    /// Records `n` partition mutations against `controller_mutation_rate`, strict or not as the
+    /// meter's settings say.
     #[must_use = "in strict mode a request from a bucket in debt is refused"]
     pub fn mutations(&mut self, n: u32) -> MutationDecision {
+        let strict = self.meter.inner.config.strict_mutations();
+        self.mutations_as(n, strict)
+    }
+
+    /// Records `n` partition mutations, strict or not for this request alone: Kafka is strict only
+    /// from the versions of CreateTopics (6), CreatePartitions (3) and DeleteTopics (5) that can
+    /// answer THROTTLING_QUOTA_EXCEEDED, and throttles older ones after the fact.
+    #[must_use = "in strict mode a request from a bucket in debt is refused"]
+    pub fn mutations_as(&mut self, n: u32, strict: bool) -> MutationDecision {
         self.refresh();
         let key = QuotaKey::CONTROLLER_MUTATION_RATE;
         let (Some(bucket), Some(q)) = (&self.buckets[key.index()], self.resolved.get(key)) else {
@@ -188,7 +215,7 @@ impl ClientMeter {
                 };
             };
             let before = tb.tokens(inner.window, q.limit, now);
-            let (accepted, tokens) = if inner.config.strict_mutations() && before < 0.0 {
+            let (accepted, tokens) = if strict && before < 0.0 {
                 (false, before)
             } else {
                 tb.record(inner.window, q.limit, f64::from(n), now);

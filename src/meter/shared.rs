@@ -249,6 +249,18 @@ impl Inner {
         ms
     }
 
+    /// Takes `value` back out of `bucket`'s window (Kafka's `unrecordQuotaSensor`): recorded as
+    /// its negative, with no throttle noted.
+    pub(super) fn unrecord(&self, bucket: &Bucket, value: f64, now: u64) {
+        let mut guard = bucket.state.lock();
+        let state = &mut *guard;
+        state.reclaim(&bucket.allowance);
+        if let Measure::Rate(r) = &mut state.measure {
+            r.record(self.window, -value, now);
+            state.recorded -= value;
+        }
+    }
+
     /// The limit of `value` in `key`'s unit on this broker, or `None` if it cannot be enforced (shares
     /// without a capacity). Inlined: most keys are already in this broker's terms.
     #[inline]

@@ -100,6 +100,46 @@ fn mutation_token_bucket_permissive() {
 }
 
 #[test]
+fn mutations_as_chooses_strictness_per_request() {
+    let (_, clock, meter) = setup(
+        Engine::new(),
+        &[user("u").set("controller_mutation_rate", 2.0)],
+    );
+    let mut c = meter.client("u", "c");
+    assert_eq!(c.mutations_as(30, true).throttle.ms, 4_000);
+    clock.advance(1_000);
+    // An old request version is never refused, even by a strict meter: it is recorded and throttled.
+    let old = c.mutations_as(1, false);
+    assert!(old.accepted);
+    assert_eq!(old.throttle.ms, 3_500);
+    let new = c.mutations_as(1, true);
+    assert!(!new.accepted, "in debt, a strict request is refused");
+    assert_eq!(new.throttle.ms, 3_500, "and nothing is recorded");
+}
+
+#[test]
+fn refund_fetch_takes_back_a_throttled_responses_bytes() {
+    let (_, clock, meter) = setup(
+        Engine::new(),
+        &[user("u").set("consumer_byte_rate", 1_000.0)],
+    );
+    let mut c = meter.client("u", "c");
+    assert_eq!(c.fetch(5_000).ms, 0);
+    clock.advance(1_000);
+    let throttled = c.fetch(50_000);
+    assert!(throttled.is_throttled());
+    c.refund_fetch(50_000);
+    // With the refund, the window holds only the first 5,000 bytes: no throttle.
+    assert_eq!(c.fetch(0).ms, 0);
+    let bucket = &meter.snapshot()[0];
+    assert_eq!(bucket.recorded_total, 5_000.0);
+    assert_eq!(
+        bucket.throttle_count, 1,
+        "the throttle handed out still counts"
+    );
+}
+
+#[test]
 fn max_fetch_bytes_is_limit_times_nine_windows_plus_one() {
     let (_, _, meter) = setup(
         Engine::new(),
