@@ -81,8 +81,9 @@ impl Meter {
         &self.inner.engine
     }
 
-    /// Records a new connection from `ip` against `connection_creation_rate` and returns how long to
-    /// delay accepting it.
+    /// Records a new connection from `ip` against `connection_creation_rate` and returns the
+    /// throttle. A throttled connection is not accepted (Kafka holds the socket for the throttle
+    /// time, then closes it), so, as Kafka does, it is taken back out of the rate.
     pub fn connection(&self, ip: &str) -> Throttle {
         let Some(quota) = self.inner.engine.resolve_ip(ip) else {
             return Throttle::default();
@@ -92,6 +93,9 @@ impl Meter {
         let bucket = self.inner.bucket(key, owner, None);
         let now = self.inner.clock.now_ms();
         let ms = self.inner.record_rate(&bucket, quota.limit, 1.0, None, now);
+        if ms > 0 {
+            self.inner.unrecord(&bucket, 1.0, now);
+        }
         bucket.throttle(ms)
     }
 

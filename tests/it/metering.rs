@@ -241,6 +241,8 @@ fn ip_connection_rate() {
     let t = meter.connection("10.0.0.1");
     assert_eq!(t.ms, 100);
     assert_eq!(t.cause.unwrap().owner, BucketOwner::Ip("10.0.0.1".into()));
+    // A refused connection is not counted (Kafka unrecords it): the next one is throttled the same.
+    assert_eq!(meter.connection("10.0.0.1").ms, 100);
     // Another IP has its own bucket.
     assert_eq!(meter.connection("10.0.0.2").ms, 0);
     clock.advance(20_000);
