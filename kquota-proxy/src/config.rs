@@ -7,7 +7,15 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use kquota::meter::MeterConfig;
+use kquota::SubQuotaPolicy;
+use kquota_wire::Principal;
+
 use crate::error::ProxyError;
+use crate::tls::{ClientTls, UpstreamTls};
 
 /// Kafka's `socket.request.max.bytes` default: the largest request frame, 100 MiB.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 * 1024 * 1024;
@@ -21,6 +29,9 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many brokers the proxy will listen for, by default.
 pub const DEFAULT_MAX_BROKERS: usize = 1024;
+
+/// Buckets that get metric series of their own, by default.
+pub const DEFAULT_METRICS_MAX_BUCKETS: usize = 1000;
 
 /// A host and a port, as `host:port` (an IPv6 address in brackets: `[::1]:9092`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -91,6 +102,32 @@ pub struct ProxyConfig {
     pub connect_timeout: Duration,
     /// How many brokers the proxy will listen for; a response naming more closes its connection.
     pub max_brokers: usize,
+    /// Where the quotas altered at the proxy are kept (a redb store); `None` keeps them in
+    /// memory only, lost when the proxy stops.
+    pub data_dir: Option<PathBuf>,
+    /// Kafka's `super.users`: the principals that may alter quotas at the proxy.
+    pub super_users: Vec<Principal>,
+    /// Let ANONYMOUS describe quotas (authenticated principals always may).
+    pub describe_allow_anonymous: bool,
+    /// Serve the seeds' draft AlterQuotas on API key 50 (which hides the cluster's
+    /// DescribeUserScramCredentials from clients of the proxy).
+    pub draft_alter_quotas: bool,
+    /// The engine's sub-quota policy.
+    pub policy: SubQuotaPolicy,
+    /// The capacity `producer_byte_rate:shares` divides, in bytes/s.
+    pub producer_capacity: Option<f64>,
+    /// The capacity `consumer_byte_rate:shares` divides, in bytes/s.
+    pub consumer_capacity: Option<f64>,
+    /// The quota windows: Kafka's `quota.window.num` and `quota.window.size.seconds`.
+    pub meter: MeterConfig,
+    /// TLS on every listener (the client certificate's principal is the connection's).
+    pub client_tls: Option<Arc<ClientTls>>,
+    /// TLS towards the cluster.
+    pub upstream_tls: Option<Arc<UpstreamTls>>,
+    /// Where the Prometheus metrics are served (`GET /metrics`); `None`: not served.
+    pub metrics_listen: Option<SocketAddr>,
+    /// How many buckets get series of their own in the metrics; the rest are summed.
+    pub metrics_max_buckets: usize,
 }
 
 impl ProxyConfig {
@@ -109,6 +146,18 @@ impl ProxyConfig {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             max_brokers: DEFAULT_MAX_BROKERS,
+            data_dir: None,
+            super_users: Vec::new(),
+            describe_allow_anonymous: false,
+            draft_alter_quotas: false,
+            policy: SubQuotaPolicy::default(),
+            producer_capacity: None,
+            consumer_capacity: None,
+            meter: MeterConfig::default(),
+            client_tls: None,
+            upstream_tls: None,
+            metrics_listen: None,
+            metrics_max_buckets: DEFAULT_METRICS_MAX_BUCKETS,
         }
     }
 
@@ -132,6 +181,7 @@ impl ProxyConfig {
             ("max_response_bytes", self.max_response_bytes),
             ("max_in_flight", self.max_in_flight),
             ("max_brokers", self.max_brokers),
+            ("metrics_max_buckets", self.metrics_max_buckets),
         ] {
             if value == 0 {
                 return Err(ProxyError::Zero(name));

@@ -1,20 +1,34 @@
 //! One client connection and its own connection to the broker its listener stands for: requests
 //! forwarded as they come (up to `max_in_flight` unanswered), answers forwarded in the same
-//! order, the few that name brokers rewritten on the way.
+//! order, the few that name brokers rewritten on the way, and quotas enforced as Kafka's broker
+//! enforces them: each request and answer metered for the connection's (user, client-id), the
+//! throttle put in the answer, and the connection not read while the client is throttled.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
+use kquota::meter::{ClientMeter, Throttle};
+use kquota_wire::Principal;
+use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore, SemaphorePermit};
 use tracing::{debug, warn};
 
 use crate::config::HostPort;
+use crate::enforce::{self, FetchRequest};
 use crate::header::{self, RequestHead};
-use crate::rewrite::{self, RewriteError};
+use crate::identity::{Identity, SaslNote};
+use crate::rewrite::{self, Advertise, RewriteError};
 use crate::server::{Shared, Target, SHUTDOWN_GRACE};
+
+/// Either side of a connection: TCP, or TLS over it.
+trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 
 /// A frame's buffer starts this large and doubles as its bytes arrive.
 const FIRST_CHUNK: usize = 64 * 1024;
@@ -22,9 +36,112 @@ const FIRST_CHUNK: usize = 64 * 1024;
 /// An answer the client is owed, in request order.
 enum Pending {
     /// From the broker, to this request.
-    Upstream(RequestHead),
-    /// Made by the proxy (an ApiVersions version it cannot decode), not forwarded.
-    Local(Bytes),
+    Upstream(Forwarded),
+    /// Made by the proxy (an ApiVersions version it cannot decode, a quota admin API, a refused
+    /// mutation), not forwarded; the client is throttled for `throttle_ms` once it is written.
+    Local { bytes: Bytes, throttle_ms: u64 },
+}
+
+/// A forwarded request, as its answer needs it.
+struct Forwarded {
+    head: RequestHead,
+    /// The SASL exchange's step, for a SaslHandshake or SaslAuthenticate.
+    sasl: Option<SaslNote>,
+    /// Whose quotas the request counts against.
+    who: Who,
+    enforce: Enforce,
+    /// The proxy's own time on the request so far (for `request_percentage`).
+    nanos: u64,
+}
+
+/// What the answer to a forwarded request is metered for.
+enum Enforce {
+    /// Only the proxy's time on it.
+    Time,
+    /// A Produce request of this many bytes (Kafka records it when the answer is ready).
+    Produce(u64),
+    /// A Fetch: its answer's bytes are metered, and a throttled one is answered empty.
+    Fetch(FetchRequest),
+    /// A mutation request already recorded, and the throttle it got.
+    Mutations(u64),
+}
+
+/// A connection's (user, client-id): the principal's name and the request header's client id.
+#[derive(Clone, PartialEq, Eq)]
+struct Who {
+    user: Arc<str>,
+    client_id: Arc<str>,
+}
+
+/// What the request and answer sides of one connection share.
+struct Conn<'a> {
+    shared: &'a Arc<Shared>,
+    peer: SocketAddr,
+    opened: Instant,
+    /// Requests are not read before this time (ms since `opened`): the client is throttled.
+    muted_until: AtomicU64,
+    state: Mutex<State>,
+}
+
+struct State {
+    identity: Identity,
+    /// The (user, client-id) of the last request, and its meter.
+    who: Who,
+    meter: ClientMeter,
+}
+
+impl Conn<'_> {
+    /// Runs `f` on the meter of `who`, opening it if the connection's (user, client-id) changed.
+    fn metered<R>(&self, who: &Who, f: impl FnOnce(&mut ClientMeter) -> R) -> R {
+        let mut state = self.state.lock();
+        if state.who != *who {
+            state.meter = self.shared.quotas.meter.client(&who.user, &who.client_id);
+            state.who = who.clone();
+        }
+        f(&mut state.meter)
+    }
+
+    /// The (user, client-id) of a request with `client_id`.
+    fn who(&self, client_id: &str) -> Who {
+        let mut state = self.state.lock();
+        if *state.who.client_id != *client_id {
+            let who = Who {
+                user: Arc::clone(&state.who.user),
+                client_id: Arc::from(client_id),
+            };
+            state.meter = self.shared.quotas.meter.client(&who.user, &who.client_id);
+            state.who = who;
+        }
+        state.who.clone()
+    }
+
+    fn principal(&self) -> Principal {
+        self.state.lock().identity.principal().clone()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.opened.elapsed().as_millis() as u64
+    }
+
+    /// Stops reading requests for `ms`, as Kafka mutes a throttled client's channel.
+    fn mute(&self, ms: u64) {
+        if ms > 0 {
+            self.muted_until
+                .fetch_max(self.now_ms().saturating_add(ms), Ordering::AcqRel);
+        }
+    }
+
+    /// Resolves once the connection is not muted.
+    async fn unmuted(&self) {
+        loop {
+            let until = self.muted_until.load(Ordering::Acquire);
+            let now = self.now_ms();
+            if now >= until {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(until - now)).await;
+        }
+    }
 }
 
 /// An answer owed, and its place among the [`ProxyConfig::max_in_flight`] a connection may be
@@ -51,17 +168,44 @@ pub(crate) async fn serve(
     shared: &Arc<Shared>,
 ) {
     let _ = client.set_nodelay(true);
+    let timeout = shared.config.connect_timeout;
+    // TLS towards the client first: its certificate names the connection's principal.
+    let (client, principal): (Box<dyn Stream>, Principal) = match &shared.config.client_tls {
+        None => (Box::new(client), Principal::anonymous()),
+        Some(tls) => {
+            let accepted = tokio::select! {
+                r = tokio::time::timeout(timeout, tls.accept(client)) => r,
+                () = shared.stopping() => return,
+            };
+            match accepted {
+                Ok(Ok((stream, principal))) => (Box::new(stream), principal),
+                Ok(Err(e)) => {
+                    debug!(%peer, "closing connection: TLS handshake failed: {e}");
+                    return;
+                }
+                Err(_) => {
+                    debug!(%peer, "closing connection: TLS handshake timed out");
+                    return;
+                }
+            }
+        }
+    };
     let Some(upstream) = shared.upstream(target) else {
         warn!(%peer, ?target, "closing connection: no upstream address for this listener");
         return;
     };
     let addr = upstream.to_string();
-    let connect = tokio::time::timeout(
-        shared.config.connect_timeout,
-        TcpStream::connect((upstream.host.as_str(), upstream.port)),
-    );
+    let connect = async {
+        let tcp = TcpStream::connect((upstream.host.as_str(), upstream.port)).await?;
+        let _ = tcp.set_nodelay(true);
+        let stream: Box<dyn Stream> = match &shared.config.upstream_tls {
+            None => Box::new(tcp),
+            Some(tls) => Box::new(tls.connect(tcp, &upstream.host).await?),
+        };
+        Ok::<_, std::io::Error>(stream)
+    };
     let stream = tokio::select! {
-        r = connect => r,
+        r = tokio::time::timeout(timeout, connect) => r,
         () = shared.stopping() => return,
     };
     let stream = match stream {
@@ -75,31 +219,45 @@ pub(crate) async fn serve(
             return;
         }
     };
-    let _ = stream.set_nodelay(true);
-    debug!(%peer, listener = ?target, upstream = %addr, "connection opened");
-    proxy(client, stream, peer, &upstream, shared).await;
+    debug!(%peer, listener = ?target, upstream = %addr, %principal, "connection opened");
+    shared.stats.connection_opened();
+    let who = Who {
+        user: Arc::from(principal.name.as_str()),
+        client_id: Arc::from(""),
+    };
+    let conn = Conn {
+        shared,
+        peer,
+        opened: Instant::now(),
+        muted_until: AtomicU64::new(0),
+        state: Mutex::new(State {
+            identity: Identity::new(principal),
+            meter: shared.quotas.meter.client(&who.user, &who.client_id),
+            who,
+        }),
+    };
+    proxy(client, stream, &conn, &upstream).await;
+    shared.stats.connection_closed();
     debug!(%peer, upstream = %addr, "connection closed");
 }
 
-/// Proxies `client` to `upstream` (any byte streams: TCP today, TLS later).
-async fn proxy<C, U>(
-    client: C,
-    upstream: U,
-    peer: SocketAddr,
+/// Proxies `client` to `upstream`.
+async fn proxy(
+    client: Box<dyn Stream>,
+    upstream: Box<dyn Stream>,
+    conn: &Conn<'_>,
     addr: &HostPort,
-    shared: &Arc<Shared>,
-) where
-    C: AsyncRead + AsyncWrite + Unpin,
-    U: AsyncRead + AsyncWrite + Unpin,
-{
+) {
+    let shared = conn.shared;
+    let peer = conn.peer;
     let (client_r, client_w) = tokio::io::split(client);
     let (upstream_r, upstream_w) = tokio::io::split(upstream);
     // The permits bound the answers owed, including the one being read or written; the queue
     // keeps their order (and never blocks: it has room for every permit).
     let owed = Semaphore::new(shared.config.max_in_flight);
     let (tx, rx) = mpsc::channel(shared.config.max_in_flight);
-    let requests = forward_requests(client_r, upstream_w, tx, &owed, peer, shared);
-    let responses = forward_responses(upstream_r, client_w, rx, peer, addr, shared);
+    let requests = forward_requests(client_r, upstream_w, tx, &owed, conn);
+    let responses = forward_responses(upstream_r, client_w, rx, conn, addr);
     tokio::pin!(requests, responses);
     tokio::select! {
         ended = &mut requests => {
@@ -114,22 +272,30 @@ async fn proxy<C, U>(
     }
 }
 
-/// Reads the client's requests and forwards each, as its bytes, once its place in the queue of
-/// answers is taken.
+/// Reads the client's requests and forwards each, as its bytes (a Fetch's `max_bytes` capped to
+/// the consumer's quota window), once its place in the queue of answers is taken; answers the
+/// quota admin APIs, and refuses a strict mutation from a client in debt, itself.
 async fn forward_requests<'a, R, W>(
     mut client: R,
     mut upstream: W,
     queue: mpsc::Sender<Owed<'a>>,
     owed: &'a Semaphore,
-    peer: SocketAddr,
-    shared: &Arc<Shared>,
+    conn: &Conn<'_>,
 ) -> Ended
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    let shared = conn.shared;
+    let peer = conn.peer;
     let config = &shared.config;
     loop {
+        // A throttled client's requests are not read until its throttle is over.
+        tokio::select! {
+            biased;
+            () = shared.stopping() => return Ended::Stopping,
+            () = conn.unmuted() => {}
+        }
         // Waiting for the next request: idle only when no answer is outstanding either.
         let mut prefix = [0u8; 4];
         let mut got = 0;
@@ -159,6 +325,7 @@ where
                 "closing connection: a request frame of {size} bytes (socket.request.max.bytes is {})",
                 config.max_request_bytes
             );
+            shared.stats.protocol_error();
             return Ended::Closed;
         };
         // A request that has not fully arrived is not forwarded once the proxy stops.
@@ -167,41 +334,56 @@ where
             () = shared.stopping() => return Ended::Stopping,
             r = read_body(&mut client, prefix, size, config.idle_timeout) => r,
         };
-        let frame = match read {
+        let mut frame = match read {
             Ok(f) => f,
             Err(why) => {
                 debug!(%peer, "closing connection: {why}");
                 return Ended::Closed;
             }
         };
+        shared.stats.bytes_from_client(frame.len());
+        // A request read while the answer side throttled the client waits out the throttle.
+        tokio::select! {
+            biased;
+            () = shared.stopping() => return Ended::Stopping,
+            () = conn.unmuted() => {}
+        }
+        let started = Instant::now();
         let head = match header::parse(&frame[4..]) {
             Ok(h) => h,
             Err(e) => {
                 warn!(%peer, "closing connection: {e}");
+                shared.stats.protocol_error();
                 return Ended::Closed;
             }
         };
-        let too_new = rewrite::rewritten_max(head.api_key).is_some_and(|max| head.version > max);
-        let pending = if head.api_key == kafka_protocol::messages::ApiKey::ApiVersions as i16
-            && too_new
-        {
-            // As Kafka answers a version it does not know: the client retries with one it lists.
-            Pending::Local(rewrite::unsupported_api_versions(head.correlation_id))
-        } else if too_new {
-            // ApiVersions never offered it: a client that sends it anyway is closed, as Kafka
-            // closes a connection for a version it does not serve.
-            warn!(
-                %peer,
-                "closing connection: api key {} v{} is above the highest version the proxy rewrites",
-                head.api_key, head.version
-            );
-            return Ended::Closed;
-        } else {
-            Pending::Upstream(head)
+        let pending = match classify(&head, &mut frame, conn) {
+            Ok(p) => p,
+            Err(why) => {
+                warn!(%peer, "closing connection: {why}");
+                shared.stats.protocol_error();
+                return Ended::Closed;
+            }
         };
-        let forward = matches!(pending, Pending::Upstream(_));
-        // A Produce with acks=0 is forwarded but gets no answer: it takes no place in the queue.
-        if head.expects_response || !forward {
+        let frame = Bytes::from(frame);
+        let (pending, to_broker) = match pending {
+            Pending::Upstream(mut f) => {
+                f.nanos = started.elapsed().as_nanos() as u64;
+                if f.head.expects_response {
+                    (Some(Pending::Upstream(f)), true)
+                } else {
+                    // acks=0 gets no answer to meter at: Kafka records the bytes and mutes the
+                    // channel at once.
+                    let bytes = (frame.len() - 4) as u64;
+                    let t = conn.metered(&f.who, |m| m.produce(bytes));
+                    throttled(shared, "produce", &t);
+                    conn.mute(t.ms);
+                    (None, true)
+                }
+            }
+            local => (Some(local), false),
+        };
+        if let Some(pending) = pending {
             // At max_in_flight, no more requests are read until an answer is written.
             let permit = tokio::select! {
                 biased;
@@ -216,7 +398,7 @@ where
                 return Ended::Closed;
             }
         }
-        if forward {
+        if to_broker {
             let write = async {
                 upstream.write_all(&frame).await?;
                 upstream.flush().await
@@ -229,7 +411,7 @@ where
                 }
             };
             match write {
-                Ok(Ok(())) => {}
+                Ok(Ok(())) => shared.stats.request_forwarded(),
                 Ok(Err(e)) => {
                     debug!(%peer, "closing connection: writing to the broker: {e}");
                     return Ended::Closed;
@@ -243,19 +425,114 @@ where
     }
 }
 
-/// Reads each answer from the broker, in the queue's order, and sends it to the client, rewritten
-/// if it names brokers. Ends when the queue is closed and empty, or the connection is to close.
+/// What to do with one request: forward it (and how its answer is metered), answer it here, or
+/// (`Err`) close the connection. `frame` (with its size prefix) may be changed in place.
+fn classify(head: &RequestHead, frame: &mut [u8], conn: &Conn<'_>) -> Result<Pending, String> {
+    let shared = conn.shared;
+    let quotas = &shared.quotas;
+    let body = &frame[4..];
+    let note = conn
+        .state
+        .lock()
+        .identity
+        .on_request(head.api_key, head.version, body)
+        .map_err(|e| e.to_string())?;
+    let client_id = head.client_id(body);
+    let who = conn.who(&client_id);
+    drop(client_id);
+    let local = |bytes: Bytes, throttle_ms: u64| {
+        shared.stats.answered_locally();
+        Ok(Pending::Local { bytes, throttle_ms })
+    };
+    let too_new = rewrite::rewritten_max(head.api_key).is_some_and(|max| head.version > max);
+    if head.api_key == ApiKey::ApiVersions as i16 && too_new {
+        // As Kafka answers a version it does not know: the client retries with one it lists.
+        return local(rewrite::unsupported_api_versions(head.correlation_id), 0);
+    }
+    if quotas.admin.serves(head.api_key) {
+        let answer = quotas
+            .admin
+            .answer(&conn.principal(), conn.peer, body)
+            .map_err(|reason| format!("a quota admin request: {reason}"))?;
+        return local(answer, 0);
+    }
+    if too_new {
+        // ApiVersions never offered it: a client that sends it anyway is closed, as Kafka closes
+        // a connection for a version it does not serve.
+        return Err(format!(
+            "api key {} v{} is above the highest version the proxy rewrites",
+            head.api_key, head.version
+        ));
+    }
+    let mut enforce = Enforce::Time;
+    match ApiKey::try_from(head.api_key) {
+        Ok(ApiKey::Produce) => enforce = Enforce::Produce((frame.len() - 4) as u64),
+        Ok(ApiKey::Fetch) => {
+            if let Some(fetch) = head
+                .body_at
+                .and_then(|at| FetchRequest::parse(body, head.version, at))
+            {
+                if let Some(cap) = conn.metered(&who, |m| m.max_fetch_bytes()) {
+                    // Offsets are the body's; the frame has its size prefix before it.
+                    fetch.cap(&mut frame[4..], cap);
+                }
+                enforce = Enforce::Fetch(fetch);
+            }
+        }
+        Ok(ApiKey::CreateTopics | ApiKey::CreatePartitions | ApiKey::DeleteTopics) => {
+            let request = Bytes::copy_from_slice(body);
+            if let Some(m) =
+                enforce::mutations(head.api_key, head.version, &request, &quotas.topics)
+            {
+                let d = conn.metered(&who, |meter| meter.mutations_as(m.count, m.strict));
+                throttled(shared, "mutation", &d.throttle);
+                if !d.accepted {
+                    if let Some(refusal) = enforce::refuse_mutations(
+                        head.api_key,
+                        head.version,
+                        head.correlation_id,
+                        &request,
+                        d.throttle.ms,
+                    ) {
+                        return local(refusal, d.throttle.ms);
+                    }
+                }
+                enforce = Enforce::Mutations(d.throttle.ms);
+            }
+        }
+        _ => {}
+    }
+    Ok(Pending::Upstream(Forwarded {
+        head: *head,
+        sasl: note,
+        who,
+        enforce,
+        nanos: 0,
+    }))
+}
+
+/// Counts a throttle in the metrics, by kind.
+fn throttled(shared: &Shared, kind: &'static str, t: &Throttle) {
+    if t.is_throttled() {
+        shared.stats.throttled(kind, t.ms);
+    }
+}
+
+/// Reads each answer from the broker, in the queue's order, and sends it to the client,
+/// rewritten if it names brokers and throttled if the client is over a quota. Ends when the
+/// queue is closed and empty, or the connection is to close.
 async fn forward_responses<R, W>(
     mut upstream: R,
     mut client: W,
     mut queue: mpsc::Receiver<Owed<'_>>,
-    peer: SocketAddr,
+    conn: &Conn<'_>,
     addr: &HostPort,
-    shared: &Arc<Shared>,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    let shared = conn.shared;
+    let peer = conn.peer;
     let config = &shared.config;
     // The first byte of an answer, read while watching the broker.
     let mut carried: Option<u8> = None;
@@ -296,15 +573,17 @@ async fn forward_responses<R, W>(
             // The request side has ended and every answer is delivered.
             return;
         };
-        let head = match pending {
-            Pending::Local(bytes) => {
+        let forwarded = match pending {
+            Pending::Local { bytes, throttle_ms } => {
                 if !write_client(&mut client, &bytes, peer, shared).await {
                     return;
                 }
+                conn.mute(throttle_ms);
                 continue;
             }
-            Pending::Upstream(head) => head,
+            Pending::Upstream(f) => f,
         };
+        let head = forwarded.head;
         // No timeout for the answer's start: a Fetch may wait as long as the client asked, and
         // the client's request.timeout.ms bounds it.
         let mut prefix = [0u8; 4];
@@ -332,12 +611,13 @@ async fn forward_responses<R, W>(
             return;
         };
         let wire = match read_body(&mut upstream, prefix, size, config.idle_timeout).await {
-            Ok(w) => w,
+            Ok(w) => Bytes::from(w),
             Err(why) => {
                 debug!(%peer, upstream = %addr, "closing connection: from the broker: {why}");
                 return;
             }
         };
+        let started = Instant::now();
         let correlation_id = i32::from_be_bytes([wire[4], wire[5], wire[6], wire[7]]);
         if correlation_id != head.correlation_id {
             warn!(
@@ -347,11 +627,20 @@ async fn forward_responses<R, W>(
             );
             return;
         }
+        let mut forwarded = forwarded;
+        if let Some(note) = forwarded.sasl.take() {
+            let mut state = conn.state.lock();
+            if state.identity.on_response(note, &wire[4..]) {
+                let user: Arc<str> = Arc::from(state.identity.principal().name.as_str());
+                debug!(%peer, %user, "authenticated by the broker");
+                state.who.user = Arc::clone(&user);
+                state.meter = shared.quotas.meter.client(&user, &state.who.client_id);
+            }
+        }
         let out = if rewrite::needs_rewrite(head.api_key, head.version) {
             let frame = wire.slice(4..);
-            let mut advertise =
-                |node_id: i32, host: &str, port: i32| shared.advertise(node_id, host, port);
-            match rewrite::rewrite(head.api_key, head.version, &frame, &mut advertise) {
+            let mut learn = Learn(shared);
+            match rewrite::rewrite(head.api_key, head.version, &frame, &mut learn) {
                 Ok(Some(rewritten)) => rewritten,
                 Ok(None) => wire,
                 Err(e) => {
@@ -362,9 +651,91 @@ async fn forward_responses<R, W>(
         } else {
             wire
         };
+        let (out, throttle_ms) = enforce_answer(conn, forwarded, out, started);
+        if throttle_ms > 0 && !enforce::client_throttles(head.api_key, head.version) {
+            // A client too old to throttle itself gets its answer after the throttle, as Kafka
+            // holds it back.
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(throttle_ms)) => {}
+                () = shared.grace_over() => return,
+            }
+        }
         if !write_client(&mut client, &out, peer, shared).await {
             return;
         }
+        conn.mute(throttle_ms);
+    }
+}
+
+/// Meters the answer `out` (with its size prefix) to a forwarded request, as Kafka's broker does
+/// when the answer is ready: the answer to send (a throttled Fetch is answered empty, KIP-219;
+/// others carry the longer of the proxy's and the broker's throttle) and the proxy's throttle.
+fn enforce_answer(
+    conn: &Conn<'_>,
+    forwarded: Forwarded,
+    out: Bytes,
+    started: Instant,
+) -> (Bytes, u64) {
+    let shared = conn.shared;
+    let head = forwarded.head;
+    let nanos = forwarded.nanos + started.elapsed().as_nanos() as u64;
+    let (out, throttle) = conn.metered(&forwarded.who, |meter| {
+        let time = meter.request_time(nanos);
+        throttled(shared, "request", &time);
+        match forwarded.enforce {
+            Enforce::Time => (out, time.ms),
+            Enforce::Produce(bytes) => {
+                let t = meter.produce(bytes);
+                throttled(shared, "produce", &t);
+                (out, t.ms.max(time.ms))
+            }
+            Enforce::Fetch(request) => {
+                let bytes = (out.len() - 4) as u64;
+                let t = meter.fetch(bytes);
+                throttled(shared, "fetch", &t);
+                let ms = t.ms.max(time.ms);
+                if ms == 0 {
+                    return (out, 0);
+                }
+                // Kafka answers empty and does not charge the client for what it never got.
+                meter.refund_fetch(bytes);
+                let broker = fetch_throttle(&out, head.version);
+                let empty = enforce::throttled_fetch(
+                    head.version,
+                    head.correlation_id,
+                    ms.max(broker),
+                    &request,
+                );
+                (empty, ms)
+            }
+            Enforce::Mutations(ms) => (out, ms.max(time.ms)),
+        }
+    });
+    if throttle == 0 || matches!(ApiKey::try_from(head.api_key), Ok(ApiKey::Fetch)) {
+        return (out, throttle);
+    }
+    match enforce::raise_throttle(head.api_key, head.version, &out.slice(4..), throttle) {
+        Ok(Some(raised)) => (raised.freeze(), throttle),
+        Ok(None) | Err(()) => (out, throttle),
+    }
+}
+
+/// The broker's own throttle in a Fetch answer (0 if it cannot be read).
+fn fetch_throttle(out: &Bytes, version: i16) -> u64 {
+    enforce::leading_throttle(&out[4..], ApiKey::Fetch as i16, version)
+        .map_or(0, |ms| u64::try_from(ms).unwrap_or(0))
+}
+
+/// The proxy's listeners and topic partition counts, as the responses it rewrites teach them.
+struct Learn<'a>(&'a Arc<Shared>);
+
+impl Advertise for Learn<'_> {
+    fn advertise(&mut self, node_id: i32, host: &str, port: i32) -> Result<(String, i32), String> {
+        self.0.advertise(node_id, host, port)
+    }
+
+    fn topic(&mut self, name: Option<&str>, id: [u8; 16], partitions: u32) {
+        self.0.quotas.topics.learn(name, id, partitions);
     }
 }
 
@@ -395,7 +766,10 @@ async fn write_client<W: AsyncWrite + Unpin>(
         }
     };
     match write {
-        Ok(Ok(())) => true,
+        Ok(Ok(())) => {
+            shared.stats.bytes_to_client(bytes.len());
+            true
+        }
         Ok(Err(e)) => {
             debug!(%peer, "closing connection: writing to the client: {e}");
             false
@@ -414,7 +788,7 @@ async fn read_body<R: AsyncRead + Unpin>(
     prefix: [u8; 4],
     size: usize,
     idle: std::time::Duration,
-) -> Result<Bytes, String> {
+) -> Result<Vec<u8>, String> {
     let total = 4 + size;
     // The buffer grows as the bytes arrive: a peer that announces a large frame and sends
     // nothing costs nothing.
@@ -436,7 +810,7 @@ async fn read_body<R: AsyncRead + Unpin>(
         Ok::<(), std::io::Error>(())
     };
     match tokio::time::timeout(idle, read).await {
-        Ok(Ok(())) => Ok(Bytes::from(buf)),
+        Ok(Ok(())) => Ok(buf),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
             Err("a truncated frame".into())
         }

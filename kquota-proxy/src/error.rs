@@ -20,6 +20,10 @@ pub enum ProxyError {
     FrameLimit,
     /// A listener could not be bound.
     Bind(SocketAddr, io::Error),
+    /// The engine's settings do not work together.
+    Engine(String),
+    /// The durable quota store (its directory, and why) could not be opened or read.
+    Store(String, String),
 }
 
 impl fmt::Display for ProxyError {
@@ -36,6 +40,8 @@ impl fmt::Display for ProxyError {
             ProxyError::Zero(name) => write!(f, "{name} must be above zero"),
             ProxyError::FrameLimit => f.write_str("a frame limit is above 2147483647 bytes"),
             ProxyError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
+            ProxyError::Engine(e) => write!(f, "the quota engine's settings: {e}"),
+            ProxyError::Store(dir, e) => write!(f, "the quota store in {dir}: {e}"),
         }
     }
 }

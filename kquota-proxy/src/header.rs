@@ -1,5 +1,6 @@
-//! What the proxy reads of a request: its api key, version and correlation id, and for Produce
-//! whether an answer will come (`acks=0` gets none). Nothing else of a request is parsed.
+//! What the proxy reads of every request: its api key, version, correlation id and client id,
+//! where its body starts, and for Produce whether an answer will come (`acks=0` gets none).
+//! Nothing else is parsed here; the few bodies enforcing quotas reads are `enforce`'s.
 
 use std::fmt;
 
@@ -13,6 +14,20 @@ pub(crate) struct RequestHead {
     pub(crate) correlation_id: i32,
     /// False only for a Produce request with `acks=0`, which Kafka does not answer.
     pub(crate) expects_response: bool,
+    /// Where the client id is in the frame, as (offset, length); (0, 0) when it is null.
+    client_id: (u32, u32),
+    /// Where the body starts (`None` for an API the proxy does not know: its header version is
+    /// unknown, and so is the length of its tagged fields).
+    pub(crate) body_at: Option<usize>,
+}
+
+impl RequestHead {
+    /// The request's client id from `frame`, the frame it was parsed from (lossy for a client id
+    /// that is not UTF-8; null is empty, as Kafka takes it).
+    pub(crate) fn client_id<'a>(&self, frame: &'a [u8]) -> std::borrow::Cow<'a, str> {
+        let (at, len) = (self.client_id.0 as usize, self.client_id.1 as usize);
+        String::from_utf8_lossy(frame.get(at..at + len).unwrap_or_default())
+    }
 }
 
 /// A request too short for its header, or a Produce request cut short before its `acks`.
@@ -42,7 +57,35 @@ pub(crate) fn parse(frame: &[u8]) -> Result<RequestHead, HeaderError> {
         version,
         correlation_id,
         expects_response: true,
+        client_id: (0, 0),
+        body_at: None,
     };
+    // Request header v1 and v2: a nullable client id (never compact); v2 adds tagged fields. The
+    // header versions are those of the API's version; an unknown API is taken to have v1's
+    // client id (every API but ControlledShutdown v0 has one), and its body is not looked for.
+    let known = ApiKey::try_from(api_key).ok();
+    if known.is_some_and(|k| k.request_header_version(version) == 0) {
+        head.body_at = Some(frame.len() - r.0.len());
+        return Ok(head);
+    }
+    // A header the proxy cannot read past is still forwarded (the broker judges it), with no
+    // client id and no body: only Produce must be read further, for its acks.
+    let Some(len) = r.i16() else {
+        return produce_unreadable(head);
+    };
+    if len > 0 {
+        let at = frame.len() - r.0.len();
+        if r.skip(len as usize).is_none() {
+            return produce_unreadable(head);
+        }
+        head.client_id = (at as u32, len as u32);
+    }
+    if let Some(key) = known {
+        if key.request_header_version(version) >= 2 && r.tagged_fields().is_none() {
+            return produce_unreadable(head);
+        }
+        head.body_at = Some(frame.len() - r.0.len());
+    }
     if api_key == ApiKey::Produce as i16 {
         let acks = produce_acks(&mut r, version)
             .ok_or(HeaderError("a Produce request cut short before its acks"))?;
@@ -51,16 +94,17 @@ pub(crate) fn parse(frame: &[u8]) -> Result<RequestHead, HeaderError> {
     Ok(head)
 }
 
-/// The `acks` of a Produce request, `r` just after the correlation id.
+/// The head of a request whose header does not read to its end: an error for Produce (whether
+/// an answer comes depends on its acks), else forwarded as it is.
+fn produce_unreadable(head: RequestHead) -> Result<RequestHead, HeaderError> {
+    if head.api_key == ApiKey::Produce as i16 {
+        return Err(HeaderError("a Produce request cut short before its acks"));
+    }
+    Ok(head)
+}
+
+/// The `acks` of a Produce request, `r` at its body.
 fn produce_acks(r: &mut Reader<'_>, version: i16) -> Option<i16> {
-    // Request header v1 and v2: a nullable client id (never compact); v2 adds tagged fields.
-    let client_id = r.i16()?;
-    if client_id > 0 {
-        r.skip(client_id as usize)?;
-    }
-    if ApiKey::Produce.request_header_version(version) >= 2 {
-        r.tagged_fields()?;
-    }
     // The body: a nullable transactional id from v3 (compact from v9), then acks.
     if version >= 9 {
         let len = r.uvarint()?;
@@ -153,6 +197,9 @@ mod tests {
                     assert_eq!(head.version, version);
                     assert_eq!(head.correlation_id, 42);
                     assert_eq!(head.expects_response, acks != 0, "v{version} acks {acks}");
+                    let frame = produce(version, acks, tx);
+                    assert_eq!(head.client_id(&frame), "producer-1");
+                    assert!(head.body_at.is_some());
                 }
             }
         }

@@ -38,12 +38,15 @@
 
 // One concern each: the settings, the start's errors, the listeners and the stop, one
 // connection, what is read of a request, and what is rewritten of a response.
+mod admin;
 mod config;
 mod connection;
+mod enforce;
 mod error;
 mod header;
 mod identity;
 mod metrics;
+mod quotas;
 mod rewrite;
 mod server;
 mod tls;
@@ -56,6 +59,9 @@ pub use crate::server::{BrokerListeners, Proxy, SHUTDOWN_GRACE};
 pub use crate::config::{
     HostPort, ProxyConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BROKERS,
     DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_METRICS_MAX_BUCKETS,
 };
+// TLS towards clients and towards the cluster.
+pub use crate::tls::{ClientTls, TlsConfigError, UpstreamTls};
 // What can stop it from starting.
 pub use crate::error::ProxyError;

@@ -2,19 +2,30 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use kquota_proxy::{HostPort, Proxy, ProxyConfig};
+use kquota::meter::MeterConfig;
+use kquota::SubQuotaPolicy;
+use kquota_proxy::{ClientTls, HostPort, Proxy, ProxyConfig, UpstreamTls};
+use kquota_wire::tls::ClientAuth;
+use kquota_wire::Principal;
 use tracing::info;
 
-/// Forward Kafka clients to a Kafka cluster, keeping them on the proxy.
+/// Enforce client quotas on Kafka traffic, in front of a Kafka cluster.
 ///
 /// Every request and response is forwarded as it is, except that the broker endpoints in
 /// Metadata, FindCoordinator, DescribeCluster, and Produce/Fetch node_endpoints responses are
 /// replaced by the proxy's own listener for each broker, and ApiVersions is capped to the versions
-/// the proxy can rewrite.
+/// the proxy can rewrite. Quotas are enforced as Kafka's broker enforces them (produce and fetch
+/// bytes, request time, partition mutations, connections per IP), and configured at the proxy
+/// with DescribeClientQuotas / AlterClientQuotas, which the proxy answers itself:
+///
+///   kafka-configs --bootstrap-server 127.0.0.1:9092 --alter --entity-type users \
+///     --entity-name alice --add-config producer_byte_rate=1048576
 ///
 /// Broker N listens on its --broker-map entry if it has one, else on --listen-base's IP at its
 /// port plus N; each listener is bound when a response first names the broker.
@@ -61,6 +72,112 @@ struct Args {
     /// How many brokers the proxy listens for at most.
     #[arg(long, value_name = "N", default_value_t = kquota_proxy::DEFAULT_MAX_BROKERS)]
     max_brokers: usize,
+
+    /// Where quotas altered at the proxy are kept (a redb store, created if missing).
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "kquota-proxy-data",
+        help_heading = "Quotas"
+    )]
+    data_dir: PathBuf,
+    /// Keep quotas in memory only: they are lost when the proxy stops.
+    #[arg(long, conflicts_with = "data_dir", help_heading = "Quotas")]
+    no_store: bool,
+    /// super.users: who may alter quotas at the proxy (User:NAME;User:NAME). On a PLAINTEXT
+    /// listener without SASL every client is User:ANONYMOUS.
+    #[arg(long, value_name = "PRINCIPALS", value_parser = parse_super_users, help_heading = "Quotas")]
+    super_users: Option<Vec<Principal>>,
+    /// Let User:ANONYMOUS describe quotas (authenticated principals always may).
+    #[arg(long, help_heading = "Quotas")]
+    describe_allow_anonymous: bool,
+    /// Serve the seeds' draft AlterQuotas on API key 50 (hides the cluster's
+    /// DescribeUserScramCredentials).
+    #[arg(long, help_heading = "Quotas")]
+    draft_alter_quotas: bool,
+    /// How a user's client sub-quotas share its total: kip55 (remainders) or kafka.
+    #[arg(long, value_name = "POLICY", default_value = "kip55", value_parser = parse_policy, help_heading = "Quotas")]
+    sub_quota_policy: SubQuotaPolicy,
+    /// The bytes/s that producer_byte_rate:shares divides.
+    #[arg(long, value_name = "BYTES_PER_SEC", help_heading = "Quotas")]
+    producer_capacity: Option<f64>,
+    /// The bytes/s that consumer_byte_rate:shares divides.
+    #[arg(long, value_name = "BYTES_PER_SEC", help_heading = "Quotas")]
+    consumer_capacity: Option<f64>,
+    /// quota.window.num: the samples a rate is measured over.
+    #[arg(long, value_name = "N", default_value_t = 11, help_heading = "Quotas")]
+    quota_window_num: u32,
+    /// quota.window.size.seconds: each sample's length.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 1,
+        help_heading = "Quotas"
+    )]
+    quota_window_size_seconds: u64,
+
+    /// Serve Prometheus metrics at http://IP:PORT/metrics.
+    #[arg(long, value_name = "IP:PORT", help_heading = "Metrics")]
+    metrics_listen: Option<SocketAddr>,
+    /// Buckets with series of their own; the rest are summed into one.
+    #[arg(long, value_name = "N", default_value_t = kquota_proxy::DEFAULT_METRICS_MAX_BUCKETS, help_heading = "Metrics")]
+    metrics_max_buckets: usize,
+
+    /// TLS towards clients on every listener: the certificate chain (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_key", help_heading = "TLS")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert", help_heading = "TLS")]
+    tls_key: Option<PathBuf>,
+    /// The CA certificates client certificates are checked against (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert", help_heading = "TLS")]
+    tls_client_ca: Option<PathBuf>,
+    /// ssl.client.auth: none, requested or required.
+    #[arg(long, value_name = "MODE", default_value = "none", value_parser = parse_client_auth, help_heading = "TLS")]
+    tls_client_auth: ClientAuth,
+    /// ssl.principal.mapping.rules: how a client certificate's DN becomes a user.
+    #[arg(
+        long,
+        value_name = "RULES",
+        default_value = "DEFAULT",
+        help_heading = "TLS"
+    )]
+    ssl_principal_mapping_rules: String,
+    /// TLS towards the cluster.
+    #[arg(long, requires = "upstream_ca", help_heading = "TLS")]
+    upstream_tls: bool,
+    /// The CA certificates the cluster's certificates are checked against (PEM).
+    #[arg(
+        long,
+        value_name = "PEM",
+        requires = "upstream_tls",
+        help_heading = "TLS"
+    )]
+    upstream_ca: Option<PathBuf>,
+    /// A client certificate towards the cluster (PEM).
+    #[arg(long, value_name = "PEM", requires_all = ["upstream_tls", "upstream_key"], help_heading = "TLS")]
+    upstream_cert: Option<PathBuf>,
+    /// The private key of --upstream-cert (PEM).
+    #[arg(
+        long,
+        value_name = "PEM",
+        requires = "upstream_cert",
+        help_heading = "TLS"
+    )]
+    upstream_key: Option<PathBuf>,
+}
+
+fn parse_super_users(s: &str) -> Result<Vec<Principal>, String> {
+    kquota_wire::parse_super_users(s).map_err(|e| e.to_string())
+}
+
+fn parse_policy(s: &str) -> Result<SubQuotaPolicy, String> {
+    s.parse().map_err(|e: kquota::ParseError| e.to_string())
+}
+
+fn parse_client_auth(s: &str) -> Result<ClientAuth, String> {
+    s.parse()
+        .map_err(|e: kquota_wire::ParseError| e.to_string())
 }
 
 fn parse_broker(s: &str) -> Result<(i32, SocketAddr), String> {
@@ -85,6 +202,12 @@ async fn shutdown_signal() {
     }
 }
 
+/// A setting that cannot work: its message, and the usage error's exit status.
+fn usage(message: &str) -> ExitCode {
+    eprintln!("kquota-proxy: {message}");
+    ExitCode::from(2)
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     tracing_subscriber::fmt()
@@ -106,6 +229,45 @@ fn main() -> ExitCode {
     config.idle_timeout = Duration::from_millis(args.idle_timeout_ms);
     config.connect_timeout = Duration::from_millis(args.connect_timeout_ms);
     config.max_brokers = args.max_brokers;
+    config.data_dir = (!args.no_store).then_some(args.data_dir);
+    config.super_users = args.super_users.unwrap_or_default();
+    config.describe_allow_anonymous = args.describe_allow_anonymous;
+    config.draft_alter_quotas = args.draft_alter_quotas;
+    config.policy = args.sub_quota_policy;
+    config.producer_capacity = args.producer_capacity;
+    config.consumer_capacity = args.consumer_capacity;
+    config.metrics_listen = args.metrics_listen;
+    config.metrics_max_buckets = args.metrics_max_buckets;
+    config.meter = match MeterConfig::builder()
+        .window_samples(args.quota_window_num)
+        .window_size(Duration::from_secs(args.quota_window_size_seconds))
+        .build()
+    {
+        Ok(m) => m,
+        Err(e) => return usage(&e.to_string()),
+    };
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        match ClientTls::from_files(
+            cert,
+            key,
+            args.tls_client_ca.as_deref(),
+            args.tls_client_auth,
+            &args.ssl_principal_mapping_rules,
+        ) {
+            Ok(tls) => config.client_tls = Some(Arc::new(tls)),
+            Err(e) => return usage(&e.to_string()),
+        }
+    }
+    if let (true, Some(ca)) = (args.upstream_tls, &args.upstream_ca) {
+        let client = args
+            .upstream_cert
+            .as_deref()
+            .zip(args.upstream_key.as_deref());
+        match UpstreamTls::from_files(ca, client) {
+            Ok(tls) => config.upstream_tls = Some(Arc::new(tls)),
+            Err(e) => return usage(&e.to_string()),
+        }
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {

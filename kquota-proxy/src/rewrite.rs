@@ -16,6 +16,7 @@ use kafka_protocol::messages::{
     MetadataResponse, ProduceResponse, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
+use kquota_wire::SUPPORTED_APIS;
 
 /// Produce responses carry `node_endpoints` from this version (KIP-951).
 pub(crate) const PRODUCE_ENDPOINTS_FROM: i16 = 10;
@@ -29,6 +30,10 @@ pub(crate) const UNSUPPORTED_VERSION: i16 = 35;
 pub(crate) trait Advertise {
     /// The host and port to put in place of `host`:`port` for broker `node_id`.
     fn advertise(&mut self, node_id: i32, host: &str, port: i32) -> Result<(String, i32), String>;
+
+    /// A topic a Metadata answer names, with its partition count (for counting the partitions a
+    /// DeleteTopics or CreatePartitions request mutates).
+    fn topic(&mut self, _name: Option<&str>, _id: [u8; 16], _partitions: u32) {}
 }
 
 impl<F: FnMut(i32, &str, i32) -> Result<(String, i32), String>> Advertise for F {
@@ -74,6 +79,11 @@ pub(crate) fn rewritten_max(api_key: i16) -> Option<i16> {
         ApiKey::Produce => Some(ProduceResponse::VERSIONS.max),
         ApiKey::Fetch => Some(FetchResponse::VERSIONS.max),
         ApiKey::ApiVersions => Some(ApiVersionsResponse::VERSIONS.max),
+        // The quota admin APIs the proxy answers itself, at the versions its handler serves.
+        ApiKey::DescribeClientQuotas | ApiKey::AlterClientQuotas => SUPPORTED_APIS
+            .iter()
+            .find(|a| a.api_key == api_key)
+            .map(|a| a.max_version),
         _ => None,
     }
 }
@@ -115,6 +125,11 @@ pub(crate) fn rewrite(
     match key {
         ApiKey::Metadata => {
             let mut r: MetadataResponse = decode(&mut body, version)?;
+            for t in r.topics.iter().filter(|t| t.error_code == 0) {
+                let name = t.name.as_ref().map(|n| n.0.as_str());
+                let partitions = u32::try_from(t.partitions.len()).unwrap_or(u32::MAX);
+                advertise.topic(name, *t.topic_id.as_bytes(), partitions);
+            }
             for b in &mut r.brokers {
                 (b.host, b.port) = replace(advertise, b.node_id.0, &b.host, b.port)?;
             }
@@ -539,8 +554,9 @@ mod tests {
                     FindCoordinatorResponse::VERSIONS.max,
                 ),
                 api(ApiKey::ApiVersions, 0, ApiVersionsResponse::VERSIONS.max),
-                // Its min is above what the proxy rewrites: not offered at all.
-                api(ApiKey::DescribeClientQuotas, 0, 99),
+                // DescribeCluster's min is above what the proxy rewrites: not offered at all.
+                // DescribeClientQuotas is the proxy's own, at the versions it answers.
+                api(ApiKey::DescribeClientQuotas, 0, 1),
             ]);
             assert_eq!(got, expected, "v{version}");
             // Within the caps already: forwarded as it came.

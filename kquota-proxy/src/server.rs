@@ -9,12 +9,14 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{watch, Notify, Semaphore};
 use tracing::{info, warn};
 
 use crate::config::{HostPort, ProxyConfig};
 use crate::connection;
 use crate::error::ProxyError;
+use crate::metrics::{self, Stats};
+use crate::quotas::Quotas;
 
 /// How long, once the proxy is stopping, a connection has to deliver the answers to requests
 /// already forwarded before it is closed without them.
@@ -39,6 +41,10 @@ struct Broker {
 /// What every listener and connection shares.
 pub(crate) struct Shared {
     pub(crate) config: ProxyConfig,
+    pub(crate) quotas: Quotas,
+    pub(crate) stats: Arc<Stats>,
+    /// Sockets held open, unserved, for their connection throttle.
+    held: Arc<Semaphore>,
     brokers: Mutex<HashMap<i32, Broker>>,
     stopping: watch::Receiver<bool>,
     tasks: Tasks,
@@ -183,6 +189,12 @@ async fn accept_loop(tcp: TcpListener, target: Target, shared: Arc<Shared>, _gua
         };
         match accepted {
             Ok((stream, peer)) => {
+                shared.stats.connection_accepted();
+                let t = shared.quotas.meter.connection(&peer.ip().to_string());
+                if t.is_throttled() {
+                    hold(stream, peer, t.ms, &shared);
+                    continue;
+                }
                 let guard = shared.guard();
                 let shared = Arc::clone(&shared);
                 tokio::spawn(async move {
@@ -198,9 +210,32 @@ async fn accept_loop(tcp: TcpListener, target: Target, shared: Arc<Shared>, _gua
     }
 }
 
+/// Sockets held open at most, unserved, for their connection throttle; past this, a throttled
+/// connection is closed at once.
+const MAX_HELD: usize = 1024;
+
+/// A connection over its IP's `connection_creation_rate`: as Kafka's acceptor, the proxy holds
+/// the socket for the throttle time without serving it, then closes it.
+fn hold(stream: tokio::net::TcpStream, peer: SocketAddr, ms: u64, shared: &Arc<Shared>) {
+    shared.stats.connection_throttled();
+    tracing::debug!(%peer, throttle_ms = ms, "connection over connection_creation_rate: held, then closed");
+    let Ok(permit) = Arc::clone(&shared.held).try_acquire_owned() else {
+        return;
+    };
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(ms)) => {}
+            () = shared.stopping() => {}
+        }
+        drop((stream, permit));
+    });
+}
+
 /// A proxy whose bootstrap listener is bound, ready to serve.
 pub struct Proxy {
     tcp: TcpListener,
+    metrics: Option<TcpListener>,
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
 }
@@ -218,14 +253,27 @@ impl Proxy {
     /// proxy learns of each broker, from the responses that name it.
     pub async fn bind(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         config.check()?;
+        let quotas = Quotas::open(&config)?;
         let tcp = TcpListener::bind(config.listen)
             .await
             .map_err(|e| ProxyError::Bind(config.listen, e))?;
+        let metrics = match config.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| ProxyError::Bind(addr, e))?,
+            ),
+            None => None,
+        };
         let (stop, stopping) = watch::channel(false);
         Ok(Proxy {
             tcp,
+            metrics,
             shared: Arc::new(Shared {
                 config,
+                quotas,
+                stats: Arc::new(Stats::default()),
+                held: Arc::new(Semaphore::new(MAX_HELD)),
                 brokers: Mutex::new(HashMap::new()),
                 stopping,
                 tasks: Tasks::default(),
@@ -239,6 +287,16 @@ impl Proxy {
         self.tcp.local_addr().unwrap_or(self.shared.config.listen)
     }
 
+    /// The metrics listener's address, if metrics are served.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The quota engine the proxy enforces (a host embedding the proxy may alter it directly).
+    pub fn engine(&self) -> &Arc<kquota::Engine> {
+        self.shared.quotas.meter.engine()
+    }
+
     /// A handle that lists the broker listeners bound so far, valid while the proxy serves.
     pub fn brokers(&self) -> BrokerListeners {
         BrokerListeners(Arc::clone(&self.shared))
@@ -248,7 +306,22 @@ impl Proxy {
     /// gives each connection up to [`SHUTDOWN_GRACE`] to deliver the answers to requests already
     /// forwarded, and returns once every connection is closed.
     pub async fn serve(self, shutdown: impl std::future::Future<Output = ()>) {
-        let Proxy { tcp, shared, stop } = self;
+        let Proxy {
+            tcp,
+            metrics,
+            shared,
+            stop,
+        } = self;
+        if let Some(listener) = metrics {
+            let stopping = Arc::clone(&shared);
+            tokio::spawn(metrics::serve(
+                listener,
+                shared.quotas.meter.clone(),
+                Arc::clone(&shared.stats),
+                shared.config.metrics_max_buckets,
+                async move { stopping.stopping().await },
+            ));
+        }
         let guard = shared.guard();
         tokio::spawn(accept_loop(
             tcp,

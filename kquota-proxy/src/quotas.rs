@@ -1,0 +1,113 @@
+//! The proxy's quota state, shared by every connection: the engine and its durable store, the
+//! meter every client is metered in, the admin APIs served from them, and the partition counts
+//! of the topics the cluster has named (for counting mutations).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kquota::meter::{Meter, SystemClock};
+use kquota::{Engine, Persistence};
+use kquota_store::Store;
+use parking_lot::Mutex;
+
+use crate::admin::Admin;
+use crate::config::ProxyConfig;
+use crate::enforce::PartitionCounts;
+use crate::error::ProxyError;
+
+/// Topics whose partition counts the proxy keeps at most: past this, new topics are not learnt
+/// (their deletion counts one partition each).
+const MAX_TOPICS: usize = 100_000;
+
+/// The engine, the meter and the admin APIs.
+pub(crate) struct Quotas {
+    pub(crate) meter: Meter,
+    pub(crate) admin: Admin,
+    pub(crate) topics: Topics,
+}
+
+impl Quotas {
+    /// Builds the engine from `config`, loads the durable store into it, and the meter over it.
+    pub(crate) fn open(config: &ProxyConfig) -> Result<Quotas, ProxyError> {
+        let mut builder = Engine::builder().policy(config.policy);
+        if let Some(c) = config.producer_capacity {
+            builder = builder.producer_capacity(c);
+        }
+        if let Some(c) = config.consumer_capacity {
+            builder = builder.consumer_capacity(c);
+        }
+        let engine = Arc::new(
+            builder
+                .build()
+                .map_err(|e| ProxyError::Engine(e.to_string()))?,
+        );
+        let store: Option<Arc<dyn Persistence>> = match &config.data_dir {
+            Some(dir) => {
+                let store = Store::open(dir)
+                    .map_err(|e| ProxyError::Store(dir.display().to_string(), e.to_string()))?;
+                let loaded = store
+                    .load_into(&engine)
+                    .map_err(|e| ProxyError::Store(dir.display().to_string(), e.to_string()))?;
+                tracing::info!(dir = %dir.display(), entities = loaded, "quota store opened");
+                Some(Arc::new(store))
+            }
+            None => None,
+        };
+        let meter = Meter::with_clock(
+            Arc::clone(&engine),
+            Arc::new(SystemClock::new()),
+            config.meter,
+        );
+        let admin = Admin::new(
+            engine,
+            store,
+            config.super_users.clone(),
+            config.describe_allow_anonymous,
+            config.draft_alter_quotas,
+        );
+        Ok(Quotas {
+            meter,
+            admin,
+            topics: Topics::default(),
+        })
+    }
+}
+
+/// Partition counts by topic name and id, from the Metadata answers the proxy forwards.
+#[derive(Default)]
+pub(crate) struct Topics {
+    inner: Mutex<TopicMaps>,
+}
+
+#[derive(Default)]
+struct TopicMaps {
+    by_name: HashMap<Box<str>, u32>,
+    by_id: HashMap<[u8; 16], u32>,
+}
+
+impl Topics {
+    /// Notes a topic a Metadata answer named.
+    pub(crate) fn learn(&self, name: Option<&str>, id: [u8; 16], partitions: u32) {
+        let mut maps = self.inner.lock();
+        if let Some(name) = name {
+            if let Some(n) = maps.by_name.get_mut(name) {
+                *n = partitions;
+            } else if maps.by_name.len() < MAX_TOPICS {
+                maps.by_name.insert(name.into(), partitions);
+            }
+        }
+        if id != [0; 16] && (maps.by_id.len() < MAX_TOPICS || maps.by_id.contains_key(&id)) {
+            maps.by_id.insert(id, partitions);
+        }
+    }
+}
+
+impl PartitionCounts for Topics {
+    fn by_name(&self, name: &str) -> Option<u32> {
+        self.inner.lock().by_name.get(name).copied()
+    }
+
+    fn by_id(&self, id: [u8; 16]) -> Option<u32> {
+        self.inner.lock().by_id.get(&id).copied()
+    }
+}
