@@ -1,1 +1,1631 @@
-//! (being written)
+//! Prometheus metrics: who is throttled, by which quota, at what rate, and the proxy's own
+//! counters, as the OpenMetrics text at `GET /metrics`.
+//!
+//! Every metering bucket of the [`Meter`] is one set of series, labelled with who shares it
+//! (`user`, `client_id`, `ip`: Kafka's quota tags, empty where not part of the bucket), its quota
+//! key (`quota`) and the precedence level the quota came from (`level`). The measured rate uses
+//! the name Kafka's quota metrics get from the Prometheus JMX exporter where Kafka has one:
+//!
+//! | quota type | measured value |
+//! | --- | --- |
+//! | `producer_byte_rate` | `kafka_server_produce_byte_rate` |
+//! | `consumer_byte_rate` | `kafka_server_fetch_byte_rate` |
+//! | `request_percentage` | `kafka_server_request_request_time` |
+//! | `connection_creation_rate` | `kafka_server_socket_server_metrics_connection_accept_rate` |
+//! | `controller_mutation_rate` | `kquota_proxy_controller_mutation_tokens` (a token bucket, not a rate) |
+//!
+//! and the rest are kquota's own: `kquota_proxy_bucket_limit`, `kquota_proxy_bucket_throttles`,
+//! `kquota_proxy_bucket_throttle_time_ms`, `kquota_proxy_bucket_recorded`. At most `max_buckets`
+//! buckets get series of their own (the most throttled, then the busiest, ties by name); the
+//! others are summed per quota key into series labelled `__other__`, so that a scrape's size is
+//! bounded whatever the clients call themselves. [`Stats`] are the proxy-wide counters.
+//! `docs/proxy.md` has the full list.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::fmt::{self, Write as _};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use kquota::meter::{BucketOwner, BucketSnapshot, Meter};
+use kquota::{Level, QuotaKey, QuotaType};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabel, EncodeLabelSet, EncodeLabelValue, EncodeMetric,
+    LabelSetEncoder, LabelValueEncoder,
+};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Mutex as AsyncMutex, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::{Instant, Sleep};
+use tracing::{debug, warn};
+
+/// The content type of a scrape: OpenMetrics 1.0, which Prometheus asks for and parses.
+pub(crate) const CONTENT_TYPE_OPENMETRICS: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The longest label value exported, in bytes; longer ones are cut at a character boundary.
+/// User names and client-ids are the client's to choose, and each one is in every series of
+/// its bucket.
+pub(crate) const MAX_LABEL_BYTES: usize = 256;
+
+/// The label value of the series that sum the buckets beyond `max_buckets`.
+pub(crate) const OTHER: &str = "__other__";
+
+/// The kinds of throttle [`Stats::throttled`] counts, by their `kind` label: Kafka's quota groups
+/// (Produce, Fetch, Request, ControllerMutation), lowercase.
+pub(crate) const THROTTLE_KINDS: [&str; 4] = ["produce", "fetch", "request", "mutation"];
+
+/// Proxy-wide counters, updated by connections with Relaxed atomics (cheap on the hot path).
+///
+/// Each counter is independent: a scrape may see one connection's bytes before its request
+/// count, never a torn value.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    connections_accepted: AtomicU64,
+    connections_throttled: AtomicU64,
+    /// Signed, so that a close counted before its open cannot wrap the gauge.
+    connections_open: AtomicI64,
+    protocol_errors: AtomicU64,
+    bytes_from_clients: AtomicU64,
+    bytes_to_clients: AtomicU64,
+    requests_forwarded: AtomicU64,
+    requests_local: AtomicU64,
+    /// By [`THROTTLE_KINDS`].
+    throttled: [AtomicU64; 4],
+    throttle_ms: [AtomicU64; 4],
+}
+
+impl Stats {
+    /// Counts a client connection accepted by a listener, before its `connection_creation_rate`
+    /// is checked.
+    pub(crate) fn connection_accepted(&self) {
+        self.connections_accepted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a new connection over its IP's `connection_creation_rate`: held unserved for the
+    /// throttle time, then closed, as Kafka's acceptor does.
+    pub(crate) fn connection_throttled(&self) {
+        self.connections_throttled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a client connection open (served: its broker connection is up); pair each with
+    /// [`Stats::connection_closed`].
+    pub(crate) fn connection_opened(&self) {
+        self.connections_open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an open client connection closed.
+    pub(crate) fn connection_closed(&self) {
+        self.connections_open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection closed for a protocol error (a frame too large or malformed, a
+    /// response that does not decode...).
+    pub(crate) fn protocol_error(&self) {
+        self.protocol_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts `n` bytes read from a client.
+    pub(crate) fn bytes_from_client(&self, n: usize) {
+        self.bytes_from_clients
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Counts `n` bytes written to a client.
+    pub(crate) fn bytes_to_client(&self, n: usize) {
+        self.bytes_to_clients.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Counts a request forwarded to the cluster.
+    pub(crate) fn request_forwarded(&self) {
+        self.requests_forwarded.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request the proxy answered itself (the quota admin APIs, refusals...).
+    pub(crate) fn answered_locally(&self) {
+        self.requests_local.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a response throttled `ms` for a quota of `kind`, one of [`THROTTLE_KINDS`]
+    /// (`produce`, `fetch`, `request`, `mutation`). `ms == 0` counts nothing, so callers need not
+    /// check; another kind is a bug of the caller's, ignored in release builds.
+    pub(crate) fn throttled(&self, kind: &str, ms: u64) {
+        let Some(i) = THROTTLE_KINDS.iter().position(|k| *k == kind) else {
+            debug_assert!(false, "unknown throttle kind {kind:?}");
+            return;
+        };
+        if ms == 0 {
+            return;
+        }
+        self.throttled[i].fetch_add(1, Ordering::Relaxed);
+        self.throttle_ms[i].fetch_add(ms, Ordering::Relaxed);
+    }
+
+    /// The counters now, for one scrape.
+    fn read(&self) -> StatsReading {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatsReading {
+            connections_accepted: load(&self.connections_accepted),
+            connections_throttled: load(&self.connections_throttled),
+            connections_open: self.connections_open.load(Ordering::Relaxed).max(0),
+            protocol_errors: load(&self.protocol_errors),
+            bytes_from_clients: load(&self.bytes_from_clients),
+            bytes_to_clients: load(&self.bytes_to_clients),
+            requests_forwarded: load(&self.requests_forwarded),
+            requests_local: load(&self.requests_local),
+            throttled: self.throttled.each_ref().map(load),
+            throttle_ms: self.throttle_ms.each_ref().map(load),
+        }
+    }
+}
+
+/// [`Stats`] as one scrape read them.
+#[derive(Debug)]
+struct StatsReading {
+    connections_accepted: u64,
+    connections_throttled: u64,
+    connections_open: i64,
+    protocol_errors: u64,
+    bytes_from_clients: u64,
+    bytes_to_clients: u64,
+    requests_forwarded: u64,
+    requests_local: u64,
+    throttled: [u64; 4],
+    throttle_ms: [u64; 4],
+}
+
+impl Collector for StatsReading {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let counters = [
+            (
+                "kquota_proxy_connections_accepted",
+                "Client connections accepted by the proxy's listeners.",
+                self.connections_accepted,
+            ),
+            (
+                "kquota_proxy_connections_throttled",
+                "New connections over their IP's connection_creation_rate, held unserved for the throttle time and closed.",
+                self.connections_throttled,
+            ),
+            (
+                "kquota_proxy_protocol_errors",
+                "Connections closed for a protocol error.",
+                self.protocol_errors,
+            ),
+            (
+                "kquota_proxy_bytes_from_clients",
+                "Bytes read from clients.",
+                self.bytes_from_clients,
+            ),
+            (
+                "kquota_proxy_bytes_to_clients",
+                "Bytes written to clients.",
+                self.bytes_to_clients,
+            ),
+            (
+                "kquota_proxy_requests_forwarded",
+                "Requests forwarded to the cluster.",
+                self.requests_forwarded,
+            ),
+            (
+                "kquota_proxy_requests_answered_locally",
+                "Requests the proxy answered itself.",
+                self.requests_local,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            ConstCounter::new(value).encode(metric)?;
+        }
+        let metric = encoder.encode_descriptor(
+            "kquota_proxy_connections_open",
+            "Client connections open now (served, their broker connection up).",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(self.connections_open).encode(metric)?;
+        let kinds = THROTTLE_KINDS.map(|k| [("kind", k)]);
+        family(
+            &mut encoder,
+            "kquota_proxy_throttled_responses",
+            "Responses throttled, by the kind of quota that throttled them.",
+            MetricType::Counter,
+            kinds
+                .iter()
+                .zip(self.throttled)
+                .map(|(l, v)| (l, ConstCounter::new(v))),
+        )?;
+        family(
+            &mut encoder,
+            "kquota_proxy_throttle_time_ms",
+            "Milliseconds of throttle handed out, by the kind of quota.",
+            MetricType::Counter,
+            kinds
+                .iter()
+                .zip(self.throttle_ms)
+                .map(|(l, v)| (l, ConstCounter::new(v))),
+        )
+    }
+}
+
+/// Encodes one metric family, or nothing if it has no series (a family of no samples is noise).
+fn family<'a, L, M>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    metric_type: MetricType,
+    rows: impl IntoIterator<Item = (&'a L, M)>,
+) -> fmt::Result
+where
+    L: EncodeLabelSet + 'a,
+    M: EncodeMetric,
+{
+    let mut rows = rows.into_iter().peekable();
+    if rows.peek().is_none() {
+        return Ok(());
+    }
+    let mut metric = encoder.encode_descriptor(name, help, None, metric_type)?;
+    for (labels, value) in rows {
+        value.encode(metric.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+/// The `level` label: where a bucket's quota came from, a stable spelling of [`Level`] (whose
+/// `Display` is its number), or `ip` for `connection_creation_rate`.
+fn level_label(level: Option<Level>) -> &'static str {
+    match level {
+        Some(Level::UserClient) => "user_client",
+        Some(Level::UserDefaultClient) => "user_default_client",
+        Some(Level::User) => "user",
+        Some(Level::DefaultUserClient) => "default_user_client",
+        Some(Level::DefaultUserDefaultClient) => "default_user_default_client",
+        Some(Level::DefaultUser) => "default_user",
+        Some(Level::ClientId) => "client_id",
+        Some(Level::DefaultClientId) => "default_client_id",
+        None => "ip",
+    }
+}
+
+/// `s`, cut to at most [`MAX_LABEL_BYTES`] at a character boundary.
+fn capped(s: &str) -> &str {
+    if s.len() <= MAX_LABEL_BYTES {
+        return s;
+    }
+    let mut end = MAX_LABEL_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.get(..end).unwrap_or_default()
+}
+
+/// A label value written with OpenMetrics' escapes (`\\`, `\"`, `\n`): prometheus-client 0.24
+/// writes label values as they are, and one quote or newline in a client-id would make the whole
+/// scrape unparseable.
+struct Escaped<'a>(&'a str);
+
+impl EncodeLabelValue for Escaped<'_> {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> fmt::Result {
+        let mut rest = self.0;
+        while let Some(i) = rest.find(['\\', '"', '\n']) {
+            let (plain, special) = rest.split_at(i);
+            encoder.write_str(plain)?;
+            encoder.write_str(match special.as_bytes().first() {
+                Some(b'\\') => "\\\\",
+                Some(b'"') => "\\\"",
+                _ => "\\n",
+            })?;
+            rest = special.get(1..).unwrap_or_default();
+        }
+        encoder.write_str(rest)
+    }
+}
+
+/// The labels of one bucket's series. Ordered by quota key first, so that a family's series
+/// come grouped by key.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct BucketLabels {
+    key: QuotaKey,
+    user: String,
+    client_id: String,
+    ip: String,
+    level: &'static str,
+}
+
+impl BucketLabels {
+    /// The labels of `bucket`, its names capped.
+    fn of(bucket: &BucketSnapshot) -> BucketLabels {
+        let (user, client_id, ip) = match &bucket.owner {
+            BucketOwner::UserClient(u, c) => (capped(u), capped(c), ""),
+            BucketOwner::User(u) => (capped(u), "", ""),
+            BucketOwner::ClientId(c) => ("", capped(c), ""),
+            BucketOwner::Ip(ip) => ("", "", capped(ip)),
+        };
+        BucketLabels {
+            key: bucket.key,
+            user: user.to_owned(),
+            client_id: client_id.to_owned(),
+            ip: ip.to_owned(),
+            level: level_label(bucket.level),
+        }
+    }
+
+    /// The labels of the series that sum `key`'s folded buckets. No bucket has level
+    /// `__other__`, so these never collide with a bucket's own, even a client named `__other__`.
+    fn other(key: QuotaKey) -> BucketLabels {
+        let (names, ip) = if key.is_ip_key() {
+            ("", OTHER)
+        } else {
+            (OTHER, "")
+        };
+        BucketLabels {
+            key,
+            user: names.to_owned(),
+            client_id: names.to_owned(),
+            ip: ip.to_owned(),
+            level: OTHER,
+        }
+    }
+}
+
+impl EncodeLabelSet for BucketLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> fmt::Result {
+        let quota = self.key.to_string();
+        for (name, value) in [
+            ("user", self.user.as_str()),
+            ("client_id", &self.client_id),
+            ("ip", &self.ip),
+            ("quota", &quota),
+            ("level", self.level),
+        ] {
+            (name, Escaped(value)).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
+}
+
+/// The values of one bucket series: one bucket's, or the sum of several (folded buckets, or
+/// buckets whose capped names coincide).
+#[derive(Clone, Copy, Debug, Default)]
+struct BucketValues {
+    measured: f64,
+    limit: f64,
+    recorded: f64,
+    throttles: u64,
+    throttle_ms: u64,
+}
+
+impl BucketValues {
+    fn add(&mut self, b: &BucketSnapshot) {
+        self.measured += finite(b.measured);
+        self.limit += finite(b.limit);
+        self.recorded += finite(b.recorded_total).max(0.0);
+        self.throttles = self.throttles.saturating_add(b.throttle_count);
+        self.throttle_ms = self.throttle_ms.saturating_add(b.throttle_ms_total);
+    }
+}
+
+/// `v`, finite: the text format's float spelling for infinities is not one every parser takes.
+fn finite(v: f64) -> f64 {
+    if v.is_nan() {
+        0.0
+    } else {
+        v.clamp(f64::MIN, f64::MAX)
+    }
+}
+
+/// How busy a bucket is, for choosing which buckets get series of their own: its rate, or for a
+/// token bucket (mutations) how far it is in debt.
+fn activity(b: &BucketSnapshot) -> f64 {
+    let v = finite(b.measured);
+    if b.key.quota_type() == QuotaType::ControllerMutationRate {
+        -v
+    } else {
+        v
+    }
+}
+
+/// The measured-value family of each quota type: Kafka's name where Kafka has the same quantity.
+const MEASURED: [(QuotaType, &str, &str); 5] = [
+    (
+        QuotaType::ProducerByteRate,
+        "kafka_server_produce_byte_rate",
+        "Bytes per second produced into the bucket over the quota window (Kafka's Produce byte-rate).",
+    ),
+    (
+        QuotaType::ConsumerByteRate,
+        "kafka_server_fetch_byte_rate",
+        "Bytes per second fetched from the bucket over the quota window (Kafka's Fetch byte-rate).",
+    ),
+    (
+        QuotaType::RequestPercentage,
+        "kafka_server_request_request_time",
+        "Percent of one thread's time the bucket's requests took, over the quota window (Kafka's Request request-time).",
+    ),
+    (
+        QuotaType::ControllerMutationRate,
+        "kquota_proxy_controller_mutation_tokens",
+        "Partition mutations the bucket may still make now (negative: in debt).",
+    ),
+    (
+        QuotaType::ConnectionCreationRate,
+        "kafka_server_socket_server_metrics_connection_accept_rate",
+        "New connections per second from the IP over the quota window (Kafka's per-IP connection-accept-rate).",
+    ),
+];
+
+/// The buckets one scrape exports: at most `max_buckets` series of their own, and the rest summed
+/// per quota key.
+#[derive(Debug)]
+struct Buckets {
+    series: BTreeMap<BucketLabels, BucketValues>,
+    total: usize,
+    folded: usize,
+}
+
+impl Buckets {
+    /// Chooses the `max_buckets` buckets that get series of their own: the most throttle time,
+    /// then the most throttles, then the busiest; ties in the snapshot's order (by owner, then
+    /// key). A selection, not a sort, so the cost beyond the snapshot grows with `max_buckets`.
+    fn select(buckets: &[BucketSnapshot], max_buckets: usize) -> Buckets {
+        let rank = |&i: &usize, &j: &usize| {
+            let (a, b) = (&buckets[i], &buckets[j]);
+            b.throttle_ms_total
+                .cmp(&a.throttle_ms_total)
+                .then(b.throttle_count.cmp(&a.throttle_count))
+                .then(activity(b).total_cmp(&activity(a)))
+                .then(i.cmp(&j))
+        };
+        let mut order: Vec<usize> = (0..buckets.len()).collect();
+        let kept = max_buckets.min(order.len());
+        if kept < order.len() {
+            order.select_nth_unstable_by(kept, rank);
+        }
+        let (own, folded) = order.split_at(kept);
+        let mut series = BTreeMap::new();
+        for &i in own {
+            let b = &buckets[i];
+            // Capped names can coincide: such buckets share one series rather than repeat it.
+            series
+                .entry(BucketLabels::of(b))
+                .or_insert_with(BucketValues::default)
+                .add(b);
+        }
+        let mut other: BTreeMap<QuotaKey, BucketValues> = BTreeMap::new();
+        for &i in folded {
+            let b = &buckets[i];
+            other.entry(b.key).or_default().add(b);
+        }
+        series.extend(other.into_iter().map(|(k, v)| (BucketLabels::other(k), v)));
+        Buckets {
+            series,
+            total: buckets.len(),
+            folded: folded.len(),
+        }
+    }
+}
+
+impl Collector for Buckets {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        for (ty, name, help) in MEASURED {
+            family(
+                &mut encoder,
+                name,
+                help,
+                MetricType::Gauge,
+                self.series
+                    .iter()
+                    .filter(|(l, _)| l.key.quota_type() == ty)
+                    .map(|(l, v)| (l, ConstGauge::new(v.measured))),
+            )?;
+        }
+        family(
+            &mut encoder,
+            "kquota_proxy_bucket_limit",
+            "The bucket's limit in this proxy's terms (bytes/s, percent, mutations/s, connections/s).",
+            MetricType::Gauge,
+            self.series
+                .iter()
+                .map(|(l, v)| (l, ConstGauge::new(v.limit))),
+        )?;
+        family(
+            &mut encoder,
+            "kquota_proxy_bucket_throttles",
+            "Decisions that throttled the bucket.",
+            MetricType::Counter,
+            self.series
+                .iter()
+                .map(|(l, v)| (l, ConstCounter::new(v.throttles))),
+        )?;
+        family(
+            &mut encoder,
+            "kquota_proxy_bucket_throttle_time_ms",
+            "Milliseconds of throttle handed to the bucket.",
+            MetricType::Counter,
+            self.series
+                .iter()
+                .map(|(l, v)| (l, ConstCounter::new(v.throttle_ms))),
+        )?;
+        family(
+            &mut encoder,
+            "kquota_proxy_bucket_recorded",
+            "Everything recorded into the bucket: bytes, hundredths of a second of thread time (request_percentage), mutations, connections.",
+            MetricType::Counter,
+            self.series
+                .iter()
+                .map(|(l, v)| (l, ConstCounter::new(v.recorded))),
+        )?;
+        for (name, help, value) in [
+            (
+                "kquota_proxy_buckets",
+                "Metering buckets active now.",
+                self.total,
+            ),
+            (
+                "kquota_proxy_buckets_folded",
+                "Buckets beyond --metrics-max-buckets, summed into the __other__ series.",
+                self.folded,
+            ),
+        ] {
+            let metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            ConstGauge::new(value).encode(metric)?;
+        }
+        Ok(())
+    }
+}
+
+/// The text a scrape gets: the proxy-wide counters, then every bucket of `meter` (at most
+/// `max_buckets` of them with series of their own), in the OpenMetrics text format.
+pub(crate) fn render(meter: &Meter, stats: &Stats, max_buckets: usize) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(stats.read()));
+    registry.register_collector(Box::new(Buckets::select(&meter.snapshot(), max_buckets)));
+    let mut text = String::new();
+    // Writing into a String cannot fail, and no collector above returns an error of its own; a
+    // text cut short would lack its `# EOF` and be refused whole by the scraper.
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &registry) {
+        warn!("metrics: encoding a scrape failed: {e}");
+    }
+    text
+}
+
+/// What a scrape connection may cost.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    /// Scrape connections open at once; more are closed as they are accepted.
+    max_connections: usize,
+    /// How long a request's head may take to arrive, and so how long a kept-alive connection
+    /// may sit idle (hyper starts the timer as it waits for each request).
+    header_read_timeout: Duration,
+    /// How long a write may wait for a peer that takes no bytes.
+    write_stall: Duration,
+    /// How long a connection is kept, however busy; it is then closed after its response.
+    max_lifetime: Duration,
+    /// How long, once told to close, a connection has to finish its response.
+    shutdown_grace: Duration,
+    /// The least time between two renders (a render also waits as long as the previous one
+    /// took): a peer asking without pause costs the meter at most half of one thread.
+    render_gap: Duration,
+}
+
+/// The limits [`serve`] applies.
+const LIMITS: Limits = Limits {
+    max_connections: 16,
+    header_read_timeout: Duration::from_secs(10),
+    write_stall: Duration::from_secs(10),
+    max_lifetime: Duration::from_secs(300),
+    shutdown_grace: Duration::from_secs(5),
+    render_gap: Duration::from_millis(100),
+};
+
+/// Renders scrapes, one at a time.
+struct Exporter {
+    meter: Meter,
+    stats: Arc<Stats>,
+    max_buckets: usize,
+    render_gap: Duration,
+    /// When the next render may start; held while rendering, so renders never overlap.
+    next_render: AsyncMutex<Option<Instant>>,
+}
+
+impl Exporter {
+    /// The body of a scrape, or `None` if rendering failed.
+    async fn scrape(&self) -> Option<Bytes> {
+        let mut next = self.next_render.lock().await;
+        if let Some(at) = *next {
+            tokio::time::sleep_until(at).await;
+        }
+        let started = Instant::now();
+        let (meter, stats, max) = (
+            self.meter.clone(),
+            Arc::clone(&self.stats),
+            self.max_buckets,
+        );
+        // A snapshot takes every bucket's lock in turn: off the runtime's workers, which carry
+        // the proxy's connections.
+        let text = tokio::task::spawn_blocking(move || render(&meter, &stats, max)).await;
+        let took = started.elapsed();
+        *next = Some(Instant::now() + took.max(self.render_gap));
+        match text {
+            Ok(text) => Some(Bytes::from(text)),
+            Err(e) => {
+                warn!("metrics: rendering a scrape failed: {e}");
+                None
+            }
+        }
+    }
+
+    /// The answer to a request for `path` with `method`.
+    async fn respond(&self, method: &Method, path: &str) -> Response<Full<Bytes>> {
+        if path != "/metrics" {
+            return plain(StatusCode::NOT_FOUND, "only /metrics is served here\n");
+        }
+        if method != Method::GET && method != Method::HEAD {
+            let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "use GET or HEAD\n");
+            response
+                .headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return response;
+        }
+        // HEAD renders too, so that its Content-Length is the GET's; hyper sends no body.
+        let Some(body) = self.scrape().await else {
+            return plain(StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n");
+        };
+        let mut response = Response::new(Full::new(body));
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(CONTENT_TYPE_OPENMETRICS),
+        );
+        response
+    }
+}
+
+/// A short plain-text answer.
+fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// Serves `GET /metrics` on `listener` until `stopping` resolves; then accepts nothing more,
+/// lets each scrape in flight finish (for up to 5 s) and closes every connection.
+///
+/// At most 16 scrape connections are open at once (more are closed as they are accepted); a
+/// request's head must arrive within 10 s, which also closes connections kept alive but idle; a
+/// write that a peer takes no bytes of for 10 s closes its connection, as does a connection's
+/// fifth minute (after its response); request bodies are never read.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    meter: Meter,
+    stats: Arc<Stats>,
+    max_buckets: usize,
+    stopping: impl Future<Output = ()> + Send + 'static,
+) {
+    serve_with(listener, meter, stats, max_buckets, LIMITS, stopping).await;
+}
+
+/// [`serve`] with explicit limits (tests shorten them).
+async fn serve_with(
+    listener: TcpListener,
+    meter: Meter,
+    stats: Arc<Stats>,
+    max_buckets: usize,
+    limits: Limits,
+    stopping: impl Future<Output = ()> + Send + 'static,
+) {
+    let exporter = Arc::new(Exporter {
+        meter,
+        stats,
+        max_buckets,
+        render_gap: limits.render_gap,
+        next_render: AsyncMutex::new(None),
+    });
+    let (stop, stopped) = watch::channel(false);
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut connections = JoinSet::new();
+    tokio::pin!(stopping);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut stopping => break,
+            accepted = listener.accept() => accepted,
+        };
+        // Reaped as connections end, so the set holds at most the open ones.
+        while connections.try_join_next().is_some() {}
+        match accepted {
+            Ok((stream, peer)) => {
+                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                    debug!(%peer, "metrics: closing a scrape connection: {} open already", limits.max_connections);
+                    continue;
+                };
+                connections.spawn(connection(
+                    stream,
+                    Arc::clone(&exporter),
+                    limits,
+                    stopped.clone(),
+                    slot,
+                ));
+            }
+            Err(e) => {
+                // Out of descriptors, most likely: wait rather than spin.
+                warn!("metrics: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    // Each connection ends within the grace once told; this bound only backs that up.
+    let drained = tokio::time::timeout(limits.shutdown_grace + Duration::from_secs(1), async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        connections.abort_all();
+    }
+}
+
+/// Serves one scrape connection until the peer leaves, a limit closes it, or the exporter stops.
+async fn connection(
+    stream: TcpStream,
+    exporter: Arc<Exporter>,
+    limits: Limits,
+    mut stopping: watch::Receiver<bool>,
+    _slot: OwnedSemaphorePermit,
+) {
+    let _ = stream.set_nodelay(true);
+    let io = TokioIo::new(Stalled::new(stream, limits.write_stall));
+    let service = service_fn(move |request: Request<Incoming>| {
+        let exporter = Arc::clone(&exporter);
+        // Only the method and path are kept: the body is never read.
+        let method = request.method().clone();
+        let path = request.uri().path().to_owned();
+        drop(request);
+        async move { Ok::<_, Infallible>(exporter.respond(&method, &path).await) }
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(true);
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    let lifetime = tokio::time::sleep(limits.max_lifetime);
+    tokio::pin!(lifetime);
+    let ended = tokio::select! {
+        ended = conn.as_mut() => Some(ended),
+        _ = stopping.wait_for(|s| *s) => None,
+        () = &mut lifetime => None,
+    };
+    let ended = match ended {
+        Some(ended) => ended,
+        None => {
+            // Finish the response being written, if any, then close.
+            conn.as_mut().graceful_shutdown();
+            match tokio::time::timeout(limits.shutdown_grace, conn.as_mut()).await {
+                Ok(ended) => ended,
+                Err(_) => {
+                    debug!("metrics: closing a scrape connection still busy after the grace");
+                    return;
+                }
+            }
+        }
+    };
+    if let Err(e) = ended {
+        debug!("metrics: scrape connection closed: {e}");
+    }
+}
+
+/// A stream whose writes fail once the peer has taken no bytes for a while: hyper waits on a
+/// write for as long as the peer lets it, and a peer that never reads would hold its connection
+/// (and its place among the 16) for good.
+struct Stalled<S> {
+    io: S,
+    limit: Duration,
+    /// Running while a write waits; reset by any progress.
+    since: Option<Pin<Box<Sleep>>>,
+}
+
+impl<S> Stalled<S> {
+    fn new(io: S, limit: Duration) -> Stalled<S> {
+        Stalled {
+            io,
+            limit,
+            since: None,
+        }
+    }
+
+    /// What a write that made no progress answers: wait, or fail once waiting took too long.
+    fn waiting<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let limit = self.limit;
+        let timer = self
+            .since
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                self.since = None;
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the peer took no bytes",
+                )))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Passes a write's outcome on, noting progress.
+    fn progress<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match poll {
+            Poll::Pending => self.waiting(cx),
+            ready => {
+                self.since = None;
+                ready
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Stalled<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Stalled<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let poll = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.progress(cx, poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let poll = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.progress(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let poll = Pin::new(&mut this.io).poll_flush(cx);
+        this.progress(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let poll = Pin::new(&mut this.io).poll_shutdown(cx);
+        this.progress(cx, poll)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kquota::meter::{ManualClock, MeterConfig};
+    use kquota::{Alteration, Engine, Entity, EntityName};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn named(name: &str) -> EntityName {
+        EntityName::named(name).unwrap()
+    }
+
+    /// A meter on a hand-moved clock over an engine with `quotas`.
+    fn meter(quotas: &[Alteration]) -> (Meter, Arc<ManualClock>) {
+        let engine = Arc::new(Engine::new());
+        let results = engine.alter(quotas, false);
+        assert!(results.iter().all(|r| r.error.is_none()), "{results:?}");
+        let clock = Arc::new(ManualClock::new(1_000));
+        let meter = Meter::with_clock(engine, clock.clone(), MeterConfig::default());
+        (meter, clock)
+    }
+
+    /// Every sample of a scrape: `name{labels}` to its value, checking that each line is a
+    /// comment or a sample of this exporter (a raw newline in a label would start another).
+    fn samples(text: &str) -> BTreeMap<String, String> {
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let mut out = BTreeMap::new();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            assert!(
+                line.starts_with("kafka_server_") || line.starts_with("kquota_proxy_"),
+                "not a sample: {line:?}"
+            );
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            let repeated = out.insert(series.to_owned(), value.to_owned());
+            assert!(repeated.is_none(), "series twice: {series}");
+        }
+        out
+    }
+
+    fn value(samples: &BTreeMap<String, String>, series: &str) -> f64 {
+        let v = samples
+            .get(series)
+            .unwrap_or_else(|| panic!("no {series} in {samples:#?}"));
+        v.parse().unwrap()
+    }
+
+    fn labels(user: &str, client_id: &str, ip: &str, quota: &str, level: &str) -> String {
+        format!(
+            "{{user=\"{user}\",client_id=\"{client_id}\",ip=\"{ip}\",quota=\"{quota}\",level=\"{level}\"}}"
+        )
+    }
+
+    fn bucket(meter: &Meter, owner: &BucketOwner, key: QuotaKey) -> BucketSnapshot {
+        meter
+            .snapshot()
+            .into_iter()
+            .find(|b| &b.owner == owner && b.key == key)
+            .unwrap()
+    }
+
+    /// Produces `bytes` every 100 ms for `user`'s `client` until the meter throttles it.
+    fn produce_until_throttled(meter: &Meter, clock: &ManualClock, user: &str, client: &str) {
+        let mut client = meter.client(user, client);
+        for _ in 0..1_000 {
+            if client.produce(2_000).is_throttled() {
+                return;
+            }
+            clock.advance(100);
+        }
+        panic!("{user} was never throttled");
+    }
+
+    #[test]
+    fn buckets_say_who_is_throttled_by_which_quota_at_what_rate() {
+        let (meter, clock) = meter(&[
+            Alteration::new(&Entity::User(named("alice"))).set("producer_byte_rate", 10_000.0),
+            Alteration::new(&Entity::ClientId(EntityName::Default))
+                .set("consumer_byte_rate", 5_000.0),
+            Alteration::new(&Entity::Ip(EntityName::Default)).set("connection_creation_rate", 2.0),
+        ]);
+        produce_until_throttled(&meter, &clock, "alice", "app");
+        let mut alice = meter.client("alice", "app");
+        let _ = alice.produce(2_000);
+        let _ = alice.fetch(700);
+        for _ in 0..3 {
+            let _ = meter.connection("10.0.0.1");
+        }
+        let stats = Arc::new(Stats::default());
+        let text = render(&meter, &stats, 100);
+        let s = samples(&text);
+
+        let produce = bucket(
+            &meter,
+            &BucketOwner::User("alice".into()),
+            QuotaKey::PRODUCER_BROKER_BPS,
+        );
+        assert!(produce.throttle_count >= 2 && produce.throttle_ms_total > 0);
+        let who = labels("alice", "", "", "producer_byte_rate", "user");
+        assert_eq!(
+            value(&s, &format!("kafka_server_produce_byte_rate{who}")),
+            produce.measured
+        );
+        assert!(produce.measured > 10_000.0);
+        assert_eq!(
+            value(&s, &format!("kquota_proxy_bucket_limit{who}")),
+            10_000.0
+        );
+        assert_eq!(
+            value(&s, &format!("kquota_proxy_bucket_throttles_total{who}")),
+            produce.throttle_count as f64
+        );
+        assert_eq!(
+            value(
+                &s,
+                &format!("kquota_proxy_bucket_throttle_time_ms_total{who}")
+            ),
+            produce.throttle_ms_total as f64
+        );
+        assert_eq!(
+            value(&s, &format!("kquota_proxy_bucket_recorded_total{who}")),
+            produce.recorded_total
+        );
+
+        // The client-id default: one bucket per client-id, whoever the user.
+        let fetch = bucket(
+            &meter,
+            &BucketOwner::ClientId("app".into()),
+            QuotaKey::CONSUMER_BROKER_BPS,
+        );
+        let who = labels("", "app", "", "consumer_byte_rate", "default_client_id");
+        assert_eq!(
+            value(&s, &format!("kafka_server_fetch_byte_rate{who}")),
+            fetch.measured
+        );
+        assert_eq!(
+            value(&s, &format!("kquota_proxy_bucket_recorded_total{who}")),
+            700.0
+        );
+        assert_eq!(
+            value(&s, &format!("kquota_proxy_bucket_throttles_total{who}")),
+            0.0
+        );
+
+        let connections = bucket(
+            &meter,
+            &BucketOwner::Ip("10.0.0.1".into()),
+            QuotaKey::CONNECTION_CREATION_RATE,
+        );
+        let who = labels("", "", "10.0.0.1", "connection_creation_rate", "ip");
+        assert_eq!(
+            value(
+                &s,
+                &format!("kafka_server_socket_server_metrics_connection_accept_rate{who}")
+            ),
+            connections.measured
+        );
+        assert_eq!(value(&s, &format!("kquota_proxy_bucket_limit{who}")), 2.0);
+
+        assert_eq!(value(&s, "kquota_proxy_buckets"), 3.0);
+        assert_eq!(value(&s, "kquota_proxy_buckets_folded"), 0.0);
+        assert!(text.contains("# TYPE kafka_server_produce_byte_rate gauge\n"));
+        assert!(text.contains("# TYPE kquota_proxy_bucket_throttles counter\n"));
+        // No request_percentage or mutation quota: no empty families.
+        assert!(!text.contains("kafka_server_request_request_time"));
+        assert!(!text.contains("kquota_proxy_controller_mutation_tokens"));
+    }
+
+    #[test]
+    fn stats_are_counted_and_rendered() {
+        let (meter, _) = meter(&[]);
+        let stats = Stats::default();
+        for _ in 0..3 {
+            stats.connection_accepted();
+        }
+        stats.connection_throttled();
+        stats.connection_opened();
+        stats.connection_opened();
+        stats.connection_closed();
+        stats.protocol_error();
+        stats.bytes_from_client(100);
+        stats.bytes_to_client(4_000);
+        stats.request_forwarded();
+        stats.request_forwarded();
+        stats.answered_locally();
+        stats.throttled("produce", 120);
+        stats.throttled("produce", 30);
+        stats.throttled("fetch", 0);
+        stats.throttled("mutation", 1_000);
+        let s = samples(&render(&meter, &stats, 10));
+        for (series, v) in [
+            ("kquota_proxy_connections_accepted_total", 3.0),
+            ("kquota_proxy_connections_throttled_total", 1.0),
+            ("kquota_proxy_connections_open", 1.0),
+            ("kquota_proxy_protocol_errors_total", 1.0),
+            ("kquota_proxy_bytes_from_clients_total", 100.0),
+            ("kquota_proxy_bytes_to_clients_total", 4_000.0),
+            ("kquota_proxy_requests_forwarded_total", 2.0),
+            ("kquota_proxy_requests_answered_locally_total", 1.0),
+            (
+                "kquota_proxy_throttled_responses_total{kind=\"produce\"}",
+                2.0,
+            ),
+            (
+                "kquota_proxy_throttle_time_ms_total{kind=\"produce\"}",
+                150.0,
+            ),
+            (
+                "kquota_proxy_throttled_responses_total{kind=\"fetch\"}",
+                0.0,
+            ),
+            ("kquota_proxy_throttle_time_ms_total{kind=\"fetch\"}", 0.0),
+            (
+                "kquota_proxy_throttled_responses_total{kind=\"request\"}",
+                0.0,
+            ),
+            (
+                "kquota_proxy_throttled_responses_total{kind=\"mutation\"}",
+                1.0,
+            ),
+            (
+                "kquota_proxy_throttle_time_ms_total{kind=\"mutation\"}",
+                1_000.0,
+            ),
+            ("kquota_proxy_buckets", 0.0),
+            ("kquota_proxy_buckets_folded", 0.0),
+        ] {
+            assert_eq!(value(&s, series), v, "{series}");
+        }
+        assert_eq!(s.len(), 7 + 1 + 8 + 2);
+        stats.connection_closed();
+        stats.connection_closed();
+        let s = samples(&render(&meter, &stats, 10));
+        assert_eq!(
+            value(&s, "kquota_proxy_connections_open"),
+            0.0,
+            "never below 0"
+        );
+    }
+
+    #[test]
+    fn buckets_beyond_the_maximum_are_folded() {
+        let (meter, clock) =
+            meter(&[Alteration::new(&Entity::User(EntityName::Default))
+                .set("producer_byte_rate", 10_000.0)]);
+        // u1 throttled most, u2 once; u3 to u5 unthrottled, u5 the busiest of them.
+        produce_until_throttled(&meter, &clock, "u1", "app");
+        produce_until_throttled(&meter, &clock, "u1", "app");
+        produce_until_throttled(&meter, &clock, "u2", "app");
+        for (user, bytes) in [("u3", 100), ("u4", 200), ("u5", 900)] {
+            let _ = meter.client(user, "app").produce(bytes);
+        }
+        let snap = |user: &str| {
+            bucket(
+                &meter,
+                &BucketOwner::User(user.into()),
+                QuotaKey::PRODUCER_BROKER_BPS,
+            )
+        };
+        let (u1, u2) = (snap("u1"), snap("u2"));
+        assert!(u1.throttle_ms_total > u2.throttle_ms_total && u2.throttle_ms_total > 0);
+        assert_eq!(snap("u5").throttle_count, 0);
+
+        let stats = Stats::default();
+        let text = render(&meter, &stats, 3);
+        assert_eq!(
+            text,
+            render(&meter, &stats, 3),
+            "the same meter, the same text"
+        );
+        let s = samples(&text);
+        let rate = |user: &str, level: &str| {
+            format!(
+                "kafka_server_produce_byte_rate{}",
+                labels(user, "", "", "producer_byte_rate", level)
+            )
+        };
+        for user in ["u1", "u2", "u5"] {
+            assert_eq!(value(&s, &rate(user, "default_user")), snap(user).measured);
+        }
+        assert!(!s.contains_key(&rate("u3", "default_user")));
+        assert!(!s.contains_key(&rate("u4", "default_user")));
+        let other = labels(OTHER, OTHER, "", "producer_byte_rate", OTHER);
+        assert_eq!(
+            value(&s, &format!("kafka_server_produce_byte_rate{other}")),
+            snap("u3").measured + snap("u4").measured
+        );
+        assert_eq!(
+            value(&s, &format!("kquota_proxy_bucket_recorded_total{other}")),
+            300.0
+        );
+        assert_eq!(
+            value(&s, &format!("kquota_proxy_bucket_limit{other}")),
+            20_000.0
+        );
+        assert_eq!(value(&s, "kquota_proxy_buckets"), 5.0);
+        assert_eq!(value(&s, "kquota_proxy_buckets_folded"), 2.0);
+        // Three series of their own and one __other__, in each of the five bucket families.
+        assert_eq!(s.len(), 5 * 4 + 2 + 7 + 1 + 8);
+
+        // Nothing of its own: one __other__ series with everything.
+        let s = samples(&render(&meter, &stats, 0));
+        assert_eq!(value(&s, "kquota_proxy_buckets_folded"), 5.0);
+        assert!(!s.contains_key(&rate("u1", "default_user")));
+        assert_eq!(
+            value(&s, &format!("kquota_proxy_bucket_throttles_total{other}")),
+            ["u1", "u2", "u3", "u4", "u5"]
+                .map(|u| snap(u).throttle_count as f64)
+                .iter()
+                .sum::<f64>()
+        );
+    }
+
+    #[test]
+    fn ties_go_to_the_first_by_name() {
+        let (meter, _) =
+            meter(&[Alteration::new(&Entity::User(EntityName::Default))
+                .set("producer_byte_rate", 10_000.0)]);
+        for user in ["carol", "alice", "bob"] {
+            let _ = meter.client(user, "app").produce(500);
+        }
+        let s = samples(&render(&meter, &Stats::default(), 1));
+        let rate = |user: &str| {
+            format!(
+                "kafka_server_produce_byte_rate{}",
+                labels(user, "", "", "producer_byte_rate", "default_user")
+            )
+        };
+        assert!(s.contains_key(&rate("alice")));
+        assert!(!s.contains_key(&rate("bob")) && !s.contains_key(&rate("carol")));
+    }
+
+    #[test]
+    fn hostile_names_are_escaped_and_capped() {
+        let (meter, _) = meter(&[Alteration::new(&Entity::UserClient(
+            EntityName::Default,
+            EntityName::Default,
+        ))
+        .set("producer_byte_rate", 10_000.0)]);
+        let evil = format!("ev\"il\nname\\{}", "é".repeat(300));
+        let _ = meter.client("bob", &evil).produce(10);
+        // Two client-ids alike in their first 256 bytes share one series.
+        let long = "x".repeat(300);
+        let _ = meter.client("bob", &format!("{long}1")).produce(10);
+        let _ = meter.client("bob", &format!("{long}2")).produce(20);
+        let text = render(&meter, &Stats::default(), 100);
+        let s = samples(&text);
+
+        // 11 bytes, then as many two-byte characters as fit in 256: 122.
+        let kept = format!("ev\\\"il\\nname\\\\{}", "é".repeat(122));
+        assert_eq!(capped(&evil).len(), 255);
+        let who = labels(
+            "bob",
+            &kept,
+            "",
+            "producer_byte_rate",
+            "default_user_default_client",
+        );
+        assert_eq!(
+            value(&s, &format!("kquota_proxy_bucket_recorded_total{who}")),
+            10.0
+        );
+        let who = labels(
+            "bob",
+            &"x".repeat(256),
+            "",
+            "producer_byte_rate",
+            "default_user_default_client",
+        );
+        assert_eq!(
+            value(&s, &format!("kquota_proxy_bucket_recorded_total{who}")),
+            30.0
+        );
+        assert_eq!(
+            value(&s, &format!("kquota_proxy_bucket_limit{who}")),
+            20_000.0
+        );
+        assert_eq!(value(&s, "kquota_proxy_buckets"), 3.0);
+        assert!(!text.contains(&"é".repeat(123)));
+        assert!(!text.contains(&"x".repeat(257)));
+    }
+
+    #[test]
+    fn escaping_and_capping_by_themselves() {
+        let escape = |s: &str| {
+            let mut registry = Registry::default();
+            #[derive(Debug)]
+            struct One(String);
+            impl Collector for One {
+                fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+                    let labels = [("v", Escaped(&self.0))];
+                    family(
+                        &mut encoder,
+                        "t",
+                        "t",
+                        MetricType::Gauge,
+                        [(&labels, ConstGauge::new(1))],
+                    )
+                }
+            }
+            registry.register_collector(Box::new(One(s.to_owned())));
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+            text.lines()
+                .find(|l| l.starts_with("t{"))
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(escape("plain"), "t{v=\"plain\"} 1");
+        assert_eq!(escape("a\"b\\c\nd"), "t{v=\"a\\\"b\\\\c\\nd\"} 1");
+        assert_eq!(escape("\n\n"), "t{v=\"\\n\\n\"} 1");
+        assert_eq!(escape(""), "t{v=\"\"} 1");
+        assert_eq!(capped("short"), "short");
+        let four = "𝄞".repeat(100);
+        assert_eq!(capped(&four).len(), 256);
+        assert_eq!(capped(&format!("a{four}")).len(), 253);
+    }
+
+    /// One HTTP/1.1 answer: status, headers (names lowercased), body.
+    struct Answer {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    }
+
+    impl Answer {
+        fn header(&self, name: &str) -> Option<&str> {
+            self.headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        }
+    }
+
+    /// Reads one answer to a request for which `head` says whether a body follows.
+    async fn read_answer(stream: &mut TcpStream, head: bool) -> Answer {
+        let mut buf = Vec::new();
+        let end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let mut chunk = [0u8; 4096];
+            let n = stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "closed before the answer's head");
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let text = String::from_utf8(buf[..end].to_vec()).unwrap();
+        let mut lines = text.split("\r\n");
+        let status = lines
+            .next()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        let mut answer = Answer {
+            status,
+            headers,
+            body: String::new(),
+        };
+        let length: usize = answer
+            .header("content-length")
+            .map_or(0, |l| l.parse().unwrap());
+        let mut body = buf[end..].to_vec();
+        if !head {
+            while body.len() < length {
+                let mut chunk = vec![0u8; 64 * 1024];
+                let n = stream.read(&mut chunk).await.unwrap();
+                assert!(n > 0, "closed before the answer's body");
+                body.extend_from_slice(&chunk[..n]);
+            }
+        }
+        answer.body = String::from_utf8(body).unwrap();
+        answer
+    }
+
+    async fn ask(addr: std::net::SocketAddr, method: &str, path: &str) -> Answer {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let request =
+            format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        read_answer(&mut stream, method == "HEAD").await
+    }
+
+    /// What the peer sends on `stream` before closing it, if it closes it within `within`.
+    async fn closed(stream: &mut TcpStream, within: Duration) -> Option<Vec<u8>> {
+        let mut rest = Vec::new();
+        // A reset counts as closed, as does the end of the stream.
+        let read = tokio::time::timeout(within, stream.read_to_end(&mut rest)).await;
+        read.is_ok().then_some(rest)
+    }
+
+    /// A throttled alice, a listener on loopback and the exporter serving it until the sender
+    /// is used or dropped.
+    async fn exporter(
+        limits: Limits,
+    ) -> (
+        std::net::SocketAddr,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let (meter, clock) = meter(&[
+            Alteration::new(&Entity::User(named("alice"))).set("producer_byte_rate", 10_000.0)
+        ]);
+        produce_until_throttled(&meter, &clock, "alice", "app");
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
+        let stats = Arc::new(Stats::default());
+        let served = tokio::spawn(serve_with(listener, meter, stats, 100, limits, async {
+            let _ = stopping.await;
+        }));
+        (addr, stop, served)
+    }
+
+    #[tokio::test]
+    async fn scrapes_over_http() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (meter, clock) = meter(&[
+            Alteration::new(&Entity::User(named("alice"))).set("producer_byte_rate", 10_000.0)
+        ]);
+        produce_until_throttled(&meter, &clock, "alice", "app");
+        let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
+        // The public entry point, spawned as the proxy will spawn it.
+        let served = tokio::spawn(serve(
+            listener,
+            meter,
+            Arc::new(Stats::default()),
+            100,
+            async {
+                let _ = stopping.await;
+            },
+        ));
+
+        let answer = ask(addr, "GET", "/metrics").await;
+        assert_eq!(answer.status, 200);
+        assert_eq!(
+            answer.header("content-type"),
+            Some(CONTENT_TYPE_OPENMETRICS)
+        );
+        let s = samples(&answer.body);
+        let who = labels("alice", "", "", "producer_byte_rate", "user");
+        assert!(value(&s, &format!("kquota_proxy_bucket_throttles_total{who}")) >= 1.0);
+        assert!(s.contains_key(&format!("kafka_server_produce_byte_rate{who}")));
+
+        let head = ask(addr, "HEAD", "/metrics").await;
+        assert_eq!(head.status, 200);
+        assert_eq!(head.body, "");
+        let length: usize = head.header("content-length").unwrap().parse().unwrap();
+        assert!(length > 0);
+
+        let query = ask(addr, "GET", "/metrics?x=1").await;
+        assert_eq!(query.status, 200);
+
+        let missing = ask(addr, "GET", "/").await;
+        assert_eq!(missing.status, 404);
+        let missing = ask(addr, "GET", "/metrics/x").await;
+        assert_eq!(missing.status, 404);
+        let post = ask(addr, "POST", "/metrics").await;
+        assert_eq!(post.status, 405);
+        assert_eq!(post.header("allow"), Some("GET, HEAD"));
+
+        // Not HTTP at all: an error answer or a close, and the exporter carries on.
+        let mut junk = TcpStream::connect(addr).await.unwrap();
+        junk.write_all(b"\x00\x01\x02 nonsense\r\n\r\n")
+            .await
+            .unwrap();
+        let mut rest = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), junk.read_to_end(&mut rest)).await;
+        assert!(rest.is_empty() || rest.starts_with(b"HTTP/1.1 4"));
+        // A body, which is never read.
+        let mut body = TcpStream::connect(addr).await.unwrap();
+        body.write_all(
+            b"GET /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+        )
+        .await
+        .unwrap();
+        assert_eq!(read_answer(&mut body, false).await.status, 200);
+        assert_eq!(ask(addr, "GET", "/metrics").await.status, 200);
+
+        // Two requests on one kept-alive connection, then the stop closes it at once.
+        let mut kept = TcpStream::connect(addr).await.unwrap();
+        for _ in 0..2 {
+            kept.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
+                .await
+                .unwrap();
+            assert_eq!(read_answer(&mut kept, false).await.status, 200);
+        }
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(2), served)
+            .await
+            .expect("the stop waits for no idle connection")
+            .unwrap();
+        assert_eq!(
+            closed(&mut kept, Duration::from_secs(1)).await,
+            Some(Vec::new())
+        );
+        assert!(TcpStream::connect(addr).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn the_seventeenth_connection_is_refused() {
+        let (addr, _stop, _served) = exporter(LIMITS).await;
+        let mut open = Vec::new();
+        for _ in 0..16 {
+            open.push(TcpStream::connect(addr).await.unwrap());
+        }
+        // Accepted in order: by the time this one is, the 16 hold every place.
+        let mut extra = TcpStream::connect(addr).await.unwrap();
+        assert_eq!(
+            closed(&mut extra, Duration::from_secs(5)).await,
+            Some(Vec::new())
+        );
+
+        // The 16 are served.
+        let first = &mut open[0];
+        first
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        assert_eq!(read_answer(first, false).await.status, 200);
+
+        // Their places come back as they close.
+        drop(open);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            stream
+                .write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut answer = Vec::new();
+            let _ = stream.read_to_end(&mut answer).await;
+            if answer.starts_with(b"HTTP/1.1 200") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no place came back");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn slow_and_idle_peers_are_closed() {
+        let limits = Limits {
+            header_read_timeout: Duration::from_millis(200),
+            ..LIMITS
+        };
+        let (addr, stop, served) = exporter(limits).await;
+        let mut idle = TcpStream::connect(addr).await.unwrap();
+        let mut slow = TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"GET /metr").await.unwrap();
+        let mut kept = TcpStream::connect(addr).await.unwrap();
+        kept.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .unwrap();
+        assert_eq!(read_answer(&mut kept, false).await.status, 200);
+        for stream in [&mut idle, &mut slow, &mut kept] {
+            assert!(closed(stream, Duration::from_secs(3)).await.is_some());
+        }
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(2), served)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_reads_nothing_is_cut_off() {
+        let (ours, mut theirs) = tokio::io::duplex(64);
+        let mut stalled = Stalled::new(ours, Duration::from_millis(100));
+        let started = Instant::now();
+        let error = stalled.write_all(&[0u8; 4096]).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() < Duration::from_secs(2));
+        // Progress resets the wait: a reader taking bytes keeps the writer going.
+        let reader = tokio::spawn(async move {
+            let mut sink = Vec::new();
+            theirs.read_to_end(&mut sink).await.map(|_| sink.len())
+        });
+        let mut stalled = stalled;
+        stalled.write_all(&[1u8; 4096]).await.unwrap();
+        stalled.shutdown().await.unwrap();
+        drop(stalled);
+        assert!(reader.await.unwrap().unwrap() >= 4096);
+    }
+}
