@@ -87,7 +87,7 @@ struct Args {
     /// super.users: who may alter quotas at the proxy (User:NAME;User:NAME). On a PLAINTEXT
     /// listener without SASL every client is User:ANONYMOUS.
     #[arg(long, value_name = "PRINCIPALS", value_parser = parse_super_users, help_heading = "Quotas")]
-    super_users: Option<Vec<Principal>>,
+    super_users: Option<SuperUsers>,
     /// Let User:ANONYMOUS describe quotas (authenticated principals always may).
     #[arg(long, help_heading = "Quotas")]
     describe_allow_anonymous: bool,
@@ -167,8 +167,14 @@ struct Args {
     upstream_key: Option<PathBuf>,
 }
 
-fn parse_super_users(s: &str) -> Result<Vec<Principal>, String> {
-    kquota_wire::parse_super_users(s).map_err(|e| e.to_string())
+/// `super.users`, parsed (one value: clap would take a bare `Vec` for a repeated flag).
+#[derive(Clone, Debug)]
+struct SuperUsers(Vec<Principal>);
+
+fn parse_super_users(s: &str) -> Result<SuperUsers, String> {
+    kquota_wire::parse_super_users(s)
+        .map(SuperUsers)
+        .map_err(|e| e.to_string())
 }
 
 fn parse_policy(s: &str) -> Result<SubQuotaPolicy, String> {
@@ -230,7 +236,7 @@ fn main() -> ExitCode {
     config.connect_timeout = Duration::from_millis(args.connect_timeout_ms);
     config.max_brokers = args.max_brokers;
     config.data_dir = (!args.no_store).then_some(args.data_dir);
-    config.super_users = args.super_users.unwrap_or_default();
+    config.super_users = args.super_users.map(|s| s.0).unwrap_or_default();
     config.describe_allow_anonymous = args.describe_allow_anonymous;
     config.draft_alter_quotas = args.draft_alter_quotas;
     config.policy = args.sub_quota_policy;
