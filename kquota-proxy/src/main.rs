@@ -295,3 +295,50 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn every_flag_parses_to_its_type() {
+        Args::command().debug_assert();
+        let args = Args::try_parse_from([
+            "kquota-proxy",
+            "--upstream",
+            "kafka:9092",
+            "--listen-base",
+            "127.0.0.1:0",
+            "--super-users",
+            "User:admin;User:ops",
+            "--sub-quota-policy",
+            "kafka",
+            "--tls-client-auth",
+            "required",
+            "--quota-window-num",
+            "5",
+            "--metrics-listen",
+            "127.0.0.1:9404",
+        ])
+        .unwrap();
+        let users = args.super_users.unwrap().0;
+        assert_eq!(
+            users,
+            vec![Principal::user("admin"), Principal::user("ops")]
+        );
+        assert_eq!(args.sub_quota_policy, SubQuotaPolicy::Kafka);
+        assert_eq!(args.tls_client_auth, ClientAuth::Required);
+        assert_eq!(args.quota_window_num, 5);
+        for bad in [
+            &["--super-users", "alice"][..],
+            &["--sub-quota-policy", "fair"],
+            &["--tls-client-auth", "sometimes"],
+            &["--upstream-tls"],
+        ] {
+            let argv = ["kquota-proxy", "--upstream", "k:9092"].iter().chain(bad);
+            assert!(Args::try_parse_from(argv).is_err(), "{bad:?}");
+        }
+    }
+}
