@@ -114,6 +114,9 @@ pub struct ProxyConfig {
     pub draft_alter_quotas: bool,
     /// The engine's sub-quota policy.
     pub policy: SubQuotaPolicy,
+    /// How many instances share the `:bps` quotas (the seeds' `kquota.broker.count`): each
+    /// enforces its part, the cluster-wide limit divided by this.
+    pub instance_count: std::num::NonZeroU32,
     /// The capacity `producer_byte_rate:shares` divides, in bytes/s.
     pub producer_capacity: Option<f64>,
     /// The capacity `consumer_byte_rate:shares` divides, in bytes/s.
@@ -151,6 +154,7 @@ impl ProxyConfig {
             describe_allow_anonymous: false,
             draft_alter_quotas: false,
             policy: SubQuotaPolicy::default(),
+            instance_count: std::num::NonZeroU32::MIN,
             producer_capacity: None,
             consumer_capacity: None,
             meter: MeterConfig::default(),

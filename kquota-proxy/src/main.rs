@@ -98,6 +98,9 @@ struct Args {
     /// How a user's client sub-quotas share its total: kip55 (remainders) or kafka.
     #[arg(long, value_name = "POLICY", default_value = "kip55", value_parser = parse_policy, help_heading = "Quotas")]
     sub_quota_policy: SubQuotaPolicy,
+    /// How many proxies share the :bps quotas (each enforces the limit divided by this).
+    #[arg(long, value_name = "N", default_value = "1", help_heading = "Quotas")]
+    instance_count: std::num::NonZeroU32,
     /// The bytes/s that producer_byte_rate:shares divides.
     #[arg(long, value_name = "BYTES_PER_SEC", help_heading = "Quotas")]
     producer_capacity: Option<f64>,
@@ -240,6 +243,7 @@ fn main() -> ExitCode {
     config.describe_allow_anonymous = args.describe_allow_anonymous;
     config.draft_alter_quotas = args.draft_alter_quotas;
     config.policy = args.sub_quota_policy;
+    config.instance_count = args.instance_count;
     config.producer_capacity = args.producer_capacity;
     config.consumer_capacity = args.consumer_capacity;
     config.metrics_listen = args.metrics_listen;

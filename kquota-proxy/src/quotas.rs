@@ -29,7 +29,9 @@ pub(crate) struct Quotas {
 impl Quotas {
     /// Builds the engine from `config`, loads the durable store into it, and the meter over it.
     pub(crate) fn open(config: &ProxyConfig) -> Result<Quotas, ProxyError> {
-        let mut builder = Engine::builder().policy(config.policy);
+        let mut builder = Engine::builder()
+            .policy(config.policy)
+            .broker_count(config.instance_count.get());
         if let Some(c) = config.producer_capacity {
             builder = builder.producer_capacity(c);
         }
