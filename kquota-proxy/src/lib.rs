@@ -1,4 +1,16 @@
-//! kquota-proxy: a Kafka protocol proxy in front of a Kafka cluster.
+//! kquota-proxy: client quotas enforced on Kafka traffic, in front of a Kafka cluster.
+//!
+//! The proxy forwards Kafka clients to a cluster and meters every request with the kquota engine,
+//! as Kafka's broker meters its own quotas: Produce request bytes against `producer_byte_rate`,
+//! Fetch answer bytes against `consumer_byte_rate` (a throttled Fetch answered empty, KIP-219, and
+//! `max_bytes` capped to the quota window), the proxy's own time against `request_percentage`,
+//! created and deleted partitions against `controller_mutation_rate` (strict versions refused with
+//! THROTTLING_QUOTA_EXCEEDED), and new connections per IP against `connection_creation_rate`. A
+//! throttled answer carries the longer of the proxy's and the broker's `throttle_time_ms`, and the
+//! connection is not read again until the throttle is over. The quota admin APIs
+//! (DescribeClientQuotas, AlterClientQuotas) are answered by the proxy from its own engine and
+//! durable store. A connection's user is the principal its SASL exchange with the broker
+//! authenticated, or its TLS client certificate's; its client-id comes from every request header.
 //!
 //! The proxy listens on a bootstrap address and on one address per broker of the cluster. Each
 //! client connection gets its own connection to the broker its listener stands for (the bootstrap
@@ -25,6 +37,9 @@
 //! request too short for its header, or a response that does not decode, or answers the wrong
 //! correlation id, closes that connection with a log line. `docs/proxy.md` has the rest.
 //!
+//! Operators see who is throttled, by which rule, in Prometheus metrics
+//! ([`ProxyConfig::metrics_listen`]).
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), kquota_proxy::ProxyError> {
 //! use kquota_proxy::{Proxy, ProxyConfig};
@@ -37,7 +52,9 @@
 //! ```
 
 // One concern each: the settings, the start's errors, the listeners and the stop, one
-// connection, what is read of a request, and what is rewritten of a response.
+// connection, what is read of a request's header, what is rewritten of a response, who a
+// connection is (SASL, TLS), the quota state (engine, meter, store), the quota admin APIs, what
+// enforcing reads and writes of Kafka's messages, and the metrics.
 mod admin;
 mod config;
 mod connection;
