@@ -11,6 +11,8 @@ use tokio::net::TcpStream;
 
 pub(crate) struct Client {
     pub(crate) stream: TcpStream,
+    /// The client id of the requests [`Client::send`] makes.
+    pub(crate) client_id: String,
 }
 
 /// The bytes of a request (after its size prefix).
@@ -35,8 +37,14 @@ pub(crate) fn request<M: Encodable>(
 
 impl Client {
     pub(crate) async fn connect(addr: SocketAddr) -> Client {
+        Client::connect_as(addr, "test-client").await
+    }
+
+    /// A client whose requests carry `client_id`.
+    pub(crate) async fn connect_as(addr: SocketAddr, client_id: &str) -> Client {
         Client {
             stream: TcpStream::connect(addr).await.unwrap(),
+            client_id: client_id.to_owned(),
         }
     }
 
@@ -54,8 +62,8 @@ impl Client {
         id: i32,
         body: &M,
     ) {
-        self.send_frame(&request(key, version, id, "test-client", body))
-            .await;
+        let frame = request(key, version, id, &self.client_id, body);
+        self.send_frame(&frame).await;
     }
 
     /// The next answer's bytes (after its size prefix), or None if the proxy closed.

@@ -1,19 +1,27 @@
 //! An in-process fake Kafka cluster: each broker answers ApiVersions, Metadata, FindCoordinator,
-//! DescribeCluster, Produce and Fetch with kafka-protocol-encoded responses that name the
-//! cluster's own addresses, and every other request with an echo (see [`echo`]).
+//! DescribeCluster, Produce, Fetch, CreateTopics, CreatePartitions and DeleteTopics with
+//! kafka-protocol-encoded responses that name the cluster's own addresses, and every other
+//! request with an echo (see [`echo`]). Its [`Control`] sets the throttle its answers carry, the
+//! records a Fetch gets and the versions it offers, and notes every request a broker receives.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::metadata_response::MetadataResponseBroker;
 use kafka_protocol::messages::{
     fetch_response, produce_response, ApiKey, ApiVersionsResponse, BrokerId,
-    DescribeClusterResponse, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
-    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterResponse, FetchRequest,
+    FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse, MetadataResponse,
+    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -31,6 +39,60 @@ pub(crate) const TWICE: &str = "answer-twice";
 pub(crate) const SLOW: &str = "slow-to-answer";
 /// The records every Fetch answer carries.
 pub(crate) const RECORDS: &[u8] = b"a record batch, as the broker wrote it";
+
+/// The fetch session id a broker gives a full Fetch (epoch 0) that opens a session.
+pub(crate) const SESSION_ID: i32 = 777;
+
+/// What the test sets of a cluster's answers, and what its brokers received.
+#[derive(Default)]
+pub(crate) struct Control {
+    /// The `throttle_time_ms` of every Produce, Fetch, CreateTopics, CreatePartitions and
+    /// DeleteTopics answer; `None`: a Produce answer carries the broker's node id, the others 0.
+    pub(crate) throttle_ms: Mutex<Option<i32>>,
+    /// The records of every Fetch answer; `None`: [`RECORDS`].
+    pub(crate) fetch_records: Mutex<Option<Bytes>>,
+    /// What ApiVersions lists; `None`: [`offered`].
+    pub(crate) offered: Mutex<Option<Vec<ApiVersion>>>,
+    /// Every request a broker received, in order.
+    pub(crate) received: Mutex<Vec<Received>>,
+}
+
+/// One request as a broker received it.
+#[derive(Clone, Debug)]
+pub(crate) struct Received {
+    /// When the broker had read all of it.
+    pub(crate) at: Instant,
+    pub(crate) node_id: i32,
+    pub(crate) api_key: i16,
+    pub(crate) version: i16,
+    pub(crate) correlation_id: i32,
+    pub(crate) client_id: Option<String>,
+    /// A Fetch request's `max_bytes`.
+    pub(crate) fetch_max_bytes: Option<i32>,
+    /// The topics a CreateTopics request creates.
+    pub(crate) topics: Vec<String>,
+}
+
+impl Control {
+    /// The requests of `key` received so far.
+    pub(crate) fn received(&self, key: ApiKey) -> Vec<Received> {
+        let received = self.received.lock().unwrap();
+        received
+            .iter()
+            .filter(|r| r.api_key == key as i16)
+            .cloned()
+            .collect()
+    }
+
+    /// Every request received so far.
+    pub(crate) fn all_received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    fn throttle(&self) -> Option<i32> {
+        *self.throttle_ms.lock().unwrap()
+    }
+}
 
 /// The versions every fake broker offers: more than the proxy can rewrite, for some.
 pub(crate) fn offered() -> Vec<ApiVersion> {
@@ -56,6 +118,7 @@ pub(crate) fn offered() -> Vec<ApiVersion> {
 /// A cluster of fake brokers, node ids 1, 2, ...
 pub(crate) struct Cluster {
     pub(crate) brokers: Vec<(i32, SocketAddr)>,
+    pub(crate) control: Arc<Control>,
 }
 
 impl Cluster {
@@ -70,16 +133,18 @@ impl Cluster {
             .map(|(id, l)| (*id, l.local_addr().unwrap()))
             .collect();
         let shared = Arc::new(brokers.clone());
+        let control = Arc::new(Control::default());
         for (id, l) in listeners {
             let cluster = Arc::clone(&shared);
+            let control = Arc::clone(&control);
             tokio::spawn(async move {
                 loop {
                     let Ok((s, _)) = l.accept().await else { return };
-                    tokio::spawn(serve(s, id, Arc::clone(&cluster)));
+                    tokio::spawn(serve(s, id, Arc::clone(&cluster), Arc::clone(&control)));
                 }
             });
         }
-        Cluster { brokers }
+        Cluster { brokers, control }
     }
 
     pub(crate) fn bootstrap(&self) -> SocketAddr {
@@ -95,7 +160,12 @@ pub(crate) fn echo(node_id: i32, request: &[u8]) -> Vec<u8> {
     body
 }
 
-async fn serve(mut s: TcpStream, node_id: i32, cluster: Arc<Vec<(i32, SocketAddr)>>) {
+async fn serve(
+    mut s: TcpStream,
+    node_id: i32,
+    cluster: Arc<Vec<(i32, SocketAddr)>>,
+    control: Arc<Control>,
+) {
     loop {
         let mut prefix = [0u8; 4];
         if s.read_exact(&mut prefix).await.is_err() {
@@ -105,11 +175,13 @@ async fn serve(mut s: TcpStream, node_id: i32, cluster: Arc<Vec<(i32, SocketAddr
         if s.read_exact(&mut frame).await.is_err() {
             return;
         }
+        let note = note(node_id, &frame);
+        control.received.lock().unwrap().push(note);
         let (twice, close) = (frame_has(&frame, TWICE), frame_has(&frame, CLOSE_AFTER));
         if frame_has(&frame, SLOW) {
             tokio::time::sleep(std::time::Duration::from_millis(600)).await;
         }
-        let Some(body) = answer(node_id, &cluster, Bytes::from(frame)) else {
+        let Some(body) = answer(node_id, &cluster, &control, Bytes::from(frame)) else {
             continue;
         };
         let mut out = (body.len() as u32).to_be_bytes().to_vec();
@@ -123,11 +195,65 @@ async fn serve(mut s: TcpStream, node_id: i32, cluster: Arc<Vec<(i32, SocketAddr
     }
 }
 
+/// What a broker notes of a request it received (read with care: some tests send frames that
+/// are not Kafka requests).
+fn note(node_id: i32, frame: &[u8]) -> Received {
+    let i16_at = |at: usize| {
+        frame
+            .get(at..at + 2)
+            .map(|b| i16::from_be_bytes([b[0], b[1]]))
+    };
+    let api_key = i16_at(0).unwrap_or(-1);
+    let version = i16_at(2).unwrap_or(-1);
+    let correlation_id = frame
+        .get(4..8)
+        .map_or(-1, |b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    // Every request header from v1 has the client id here, as a nullable (non-compact) string.
+    let client_id = i16_at(8)
+        .and_then(|len| usize::try_from(len).ok())
+        .and_then(|len| frame.get(10..10 + len))
+        .map(|b| String::from_utf8_lossy(b).into_owned());
+    let fetch_max_bytes = (api_key == ApiKey::Fetch as i16)
+        .then(|| {
+            let mut buf = Bytes::copy_from_slice(frame);
+            RequestHeader::decode(&mut buf, ApiKey::Fetch.request_header_version(version)).ok()?;
+            FetchRequest::decode(&mut buf, version)
+                .ok()
+                .map(|r| r.max_bytes)
+        })
+        .flatten();
+    let topics = (api_key == ApiKey::CreateTopics as i16)
+        .then(|| {
+            let mut buf = Bytes::copy_from_slice(frame);
+            let header_version = ApiKey::CreateTopics.request_header_version(version);
+            RequestHeader::decode(&mut buf, header_version).ok()?;
+            let r = CreateTopicsRequest::decode(&mut buf, version).ok()?;
+            Some(r.topics.into_iter().map(|t| t.name.0.to_string()).collect())
+        })
+        .flatten()
+        .unwrap_or_default();
+    Received {
+        at: Instant::now(),
+        node_id,
+        api_key,
+        version,
+        correlation_id,
+        client_id,
+        fetch_max_bytes,
+        topics,
+    }
+}
+
 fn frame_has(frame: &[u8], id: &str) -> bool {
     frame.windows(id.len()).any(|w| w == id.as_bytes())
 }
 
-fn answer(node_id: i32, cluster: &[(i32, SocketAddr)], frame: Bytes) -> Option<Vec<u8>> {
+fn answer(
+    node_id: i32,
+    cluster: &[(i32, SocketAddr)],
+    control: &Control,
+    frame: Bytes,
+) -> Option<Vec<u8>> {
     let key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let answered = [
@@ -137,6 +263,9 @@ fn answer(node_id: i32, cluster: &[(i32, SocketAddr)], frame: Bytes) -> Option<V
         ApiKey::DescribeCluster,
         ApiKey::Produce,
         ApiKey::Fetch,
+        ApiKey::CreateTopics,
+        ApiKey::CreatePartitions,
+        ApiKey::DeleteTopics,
     ];
     let Some(api) = ApiKey::try_from(key).ok().filter(|k| answered.contains(k)) else {
         return Some(echo(node_id, &frame));
@@ -159,7 +288,14 @@ fn answer(node_id: i32, cluster: &[(i32, SocketAddr)], frame: Bytes) -> Option<V
     let me = cluster.iter().find(|(id, _)| *id == node_id).unwrap().1;
     match api {
         ApiKey::ApiVersions => ApiVersionsResponse::default()
-            .with_api_keys(offered())
+            .with_api_keys(
+                control
+                    .offered
+                    .lock()
+                    .unwrap()
+                    .clone()
+                    .unwrap_or_else(offered),
+            )
             .encode(&mut out, version)
             .unwrap(),
         ApiKey::Metadata => {
@@ -227,7 +363,8 @@ fn answer(node_id: i32, cluster: &[(i32, SocketAddr)], frame: Bytes) -> Option<V
             if request.acks == 0 {
                 return None;
             }
-            let mut r = ProduceResponse::default().with_throttle_time_ms(node_id);
+            let throttle = control.throttle().unwrap_or(node_id);
+            let mut r = ProduceResponse::default().with_throttle_time_ms(throttle);
             if version >= 10 {
                 // As after a leader change: the other broker's endpoint.
                 let (other, addr) = cluster.iter().find(|(id, _)| *id != node_id).unwrap();
@@ -239,15 +376,31 @@ fn answer(node_id: i32, cluster: &[(i32, SocketAddr)], frame: Bytes) -> Option<V
             r.encode(&mut out, version).unwrap()
         }
         ApiKey::Fetch => {
+            let request = FetchRequest::decode(&mut buf, version).unwrap();
+            let records = control
+                .fetch_records
+                .lock()
+                .unwrap()
+                .clone()
+                .unwrap_or_else(|| Bytes::from_static(RECORDS));
             let partition = fetch_response::PartitionData::default()
                 .with_partition_index(0)
-                .with_records(Some(Bytes::from_static(RECORDS)));
+                .with_records(Some(records));
             let mut topic =
                 fetch_response::FetchableTopicResponse::default().with_partitions(vec![partition]);
             if version < 13 {
                 topic.topic = StrBytes::from_static_str("orders").into();
             }
-            let mut r = FetchResponse::default().with_responses(vec![topic]);
+            // A full fetch opens a session; an incremental one stays in its own.
+            let session_id = if version >= 7 && request.session_epoch == 0 {
+                SESSION_ID
+            } else {
+                request.session_id
+            };
+            let mut r = FetchResponse::default()
+                .with_responses(vec![topic])
+                .with_throttle_time_ms(control.throttle().unwrap_or(0))
+                .with_session_id(session_id);
             if version >= 16 {
                 r.node_endpoints = vec![fetch_response::NodeEndpoint::default()
                     .with_node_id(BrokerId(node_id))
@@ -255,6 +408,56 @@ fn answer(node_id: i32, cluster: &[(i32, SocketAddr)], frame: Bytes) -> Option<V
                     .with_port(port(&me))];
             }
             r.encode(&mut out, version).unwrap()
+        }
+        ApiKey::CreateTopics => {
+            let request = CreateTopicsRequest::decode(&mut buf, version).unwrap();
+            let topics = request
+                .topics
+                .into_iter()
+                .map(|t| {
+                    let mut result = CreatableTopicResult::default().with_name(t.name);
+                    if version >= 5 {
+                        result.num_partitions = t.num_partitions.max(1);
+                        result.replication_factor = t.replication_factor.max(1);
+                    }
+                    result
+                })
+                .collect();
+            CreateTopicsResponse::default()
+                .with_throttle_time_ms(control.throttle().unwrap_or(0))
+                .with_topics(topics)
+                .encode(&mut out, version)
+                .unwrap()
+        }
+        ApiKey::CreatePartitions => {
+            let request = CreatePartitionsRequest::decode(&mut buf, version).unwrap();
+            let results = request
+                .topics
+                .into_iter()
+                .map(|t| CreatePartitionsTopicResult::default().with_name(t.name))
+                .collect();
+            CreatePartitionsResponse::default()
+                .with_throttle_time_ms(control.throttle().unwrap_or(0))
+                .with_results(results)
+                .encode(&mut out, version)
+                .unwrap()
+        }
+        ApiKey::DeleteTopics => {
+            let request = DeleteTopicsRequest::decode(&mut buf, version).unwrap();
+            let named = request
+                .topic_names
+                .into_iter()
+                .map(|n| DeletableTopicResult::default().with_name(Some(n)));
+            let states = request.topics.into_iter().map(|t| {
+                DeletableTopicResult::default()
+                    .with_name(t.name)
+                    .with_topic_id(t.topic_id)
+            });
+            DeleteTopicsResponse::default()
+                .with_throttle_time_ms(control.throttle().unwrap_or(0))
+                .with_responses(named.chain(states).collect())
+                .encode(&mut out, version)
+                .unwrap()
         }
         _ => return Some(echo(node_id, &frame)),
     }
