@@ -183,7 +183,9 @@ impl ClientMeter {
     }
 
     /// Records `n` partition mutations against `controller_mutation_rate`, strict or not as the
-    /// meter's settings say.
+    /// meter's settings say. Strict: a bucket in debt refuses the request (recording nothing) and
+    /// throttles it; otherwise the request is recorded, without a throttle even if it leaves a
+    /// debt. Permissive: always recorded, and throttled by the debt it leaves.
     #[must_use = "in strict mode a request from a bucket in debt is refused"]
     pub fn mutations(&mut self, n: u32) -> MutationDecision {
         let strict = self.meter.inner.config.strict_mutations();
@@ -221,7 +223,14 @@ impl ClientMeter {
                 tb.record(inner.window, q.limit, f64::from(n), now);
                 (true, tb.tokens(inner.window, q.limit, now))
             };
-            let ms = rate::token_throttle_ms(tokens, q.limit);
+            // Kafka's strict quota throttles only what it refuses: an accepted request may take
+            // the bucket into debt and is answered at once (`StrictControllerMutationQuota`); the
+            // permissive one throttles by the debt it leaves.
+            let ms = if strict && accepted {
+                0
+            } else {
+                rate::token_throttle_ms(tokens, q.limit)
+            };
             let recorded = if accepted { f64::from(n) } else { 0.0 };
             state.note(q.limit, recorded, ms);
             (accepted, ms)

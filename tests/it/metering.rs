@@ -64,18 +64,23 @@ fn mutation_token_bucket_strict() {
         &[user("u").set("controller_mutation_rate", 2.0)],
     );
     let mut c = meter.client("u", "c");
-    // Burst of 2/s × 11 s = 22 tokens; 30 mutations leave a debt of 8: 4 s.
+    // Burst of 2/s × 11 s = 22 tokens; 30 mutations leave a debt of 8 (4 s), but an accepted strict
+    // request is not throttled (Kafka's StrictControllerMutationQuota).
     let first = c.mutations(30);
     assert!(first.accepted);
-    assert_eq!(first.throttle.ms, 4_000);
+    assert_eq!(first.throttle.ms, 0);
     clock.advance(1_000);
     let refused = c.mutations(1);
     assert!(!refused.accepted, "strict mode refuses while in debt");
     assert_eq!(refused.throttle.ms, 3_000);
     clock.advance(3_000);
+    // Repaid: accepted, leaving a debt of 1 token that only the next request would see.
     let later = c.mutations(1);
     assert!(later.accepted);
-    assert_eq!(later.throttle.ms, 500);
+    assert_eq!(later.throttle.ms, 0);
+    let again = c.mutations(1);
+    assert!(!again.accepted);
+    assert_eq!(again.throttle.ms, 500);
 }
 
 #[test]
@@ -106,7 +111,7 @@ fn mutations_as_chooses_strictness_per_request() {
         &[user("u").set("controller_mutation_rate", 2.0)],
     );
     let mut c = meter.client("u", "c");
-    assert_eq!(c.mutations_as(30, true).throttle.ms, 4_000);
+    assert_eq!(c.mutations_as(30, true).throttle.ms, 0);
     clock.advance(1_000);
     // An old request version is never refused, even by a strict meter: it is recorded and throttled.
     let old = c.mutations_as(1, false);
