@@ -20,11 +20,11 @@ use tokio::sync::{mpsc, Semaphore, SemaphorePermit};
 use tracing::{debug, warn};
 
 use crate::config::HostPort;
-use crate::enforce::{self, FetchRequest};
+use crate::enforce::{self, FetchRequest, MutationRequest, Refused, Split};
 use crate::header::{self, RequestHead};
 use crate::identity::{Identity, SaslNote};
 use crate::rewrite::{self, Advertise, RewriteError};
-use crate::server::{Shared, Target, SHUTDOWN_GRACE};
+use crate::shared::{Shared, Target, SHUTDOWN_GRACE};
 
 /// Either side of a connection: TCP, or TLS over it.
 trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
@@ -58,12 +58,56 @@ struct Forwarded {
 enum Enforce {
     /// Only the proxy's time on it.
     Time,
-    /// A Produce request of this many bytes (Kafka records it when the answer is ready).
+    /// A Produce request, recorded when read, and the throttle it got.
     Produce(u64),
     /// A Fetch: its answer's bytes are metered, and a throttled one is answered empty.
     Fetch(FetchRequest),
-    /// A mutation request already recorded, and the throttle it got.
-    Mutations(u64),
+    /// A mutation request already recorded, the throttle it got, and the topics a strict quota
+    /// refused (taken out of the request; its answer takes them back).
+    Mutations(u64, Option<Refused>),
+}
+
+/// What a mutation request's quota decided.
+enum Mutated {
+    /// Forward it whole; the throttle for its answer.
+    Forward(u64),
+    /// Forward what is left of it; its answer takes back the refused topics, and the throttle.
+    Partly(Bytes, Refused, u64),
+    /// Every topic refused: the proxy's answer, and the throttle.
+    Refused(Bytes, u64),
+}
+
+/// Meters a mutation request as Kafka's controller does: a permissive (old) version is recorded
+/// whole and throttled by the debt it leaves; a strict one topic by topic, each accepted while
+/// the bucket is not in debt and refused (THROTTLING_QUOTA_EXCEEDED) once it is.
+fn mutations(conn: &Conn<'_>, who: &Who, m: MutationRequest) -> Mutated {
+    let shared = conn.shared;
+    let counts = m.counts(&shared.quotas.topics);
+    if !m.strict() {
+        let total = counts.iter().fold(0u32, |a, n| a.saturating_add(*n));
+        let d = conn.metered(who, |meter| meter.mutations_as(total, false));
+        throttled(shared, "mutation", &d.throttle);
+        return Mutated::Forward(d.throttle.ms);
+    }
+    let mut refused = Vec::new();
+    let mut throttle = 0;
+    conn.metered(who, |meter| {
+        for (i, n) in counts.iter().enumerate() {
+            let d = meter.mutations_as(*n, true);
+            if !d.accepted {
+                refused.push(i);
+                throttle = throttle.max(d.throttle.ms);
+            }
+        }
+    });
+    if refused.is_empty() {
+        return Mutated::Forward(0);
+    }
+    shared.stats.throttled("mutation", throttle);
+    match m.without(&refused, throttle) {
+        Split::Partly(forward, refused) => Mutated::Partly(forward, refused, throttle),
+        Split::All(answer) => Mutated::Refused(answer, throttle),
+    }
 }
 
 /// A connection's (user, client-id): the principal's name and the request header's client id.
@@ -372,12 +416,7 @@ where
                 if f.head.expects_response {
                     (Some(Pending::Upstream(f)), true)
                 } else {
-                    // acks=0 gets no answer to meter at: Kafka records the bytes and mutes the
-                    // channel at once.
-                    let bytes = (frame.len() - 4) as u64;
-                    let t = conn.metered(&f.who, |m| m.produce(bytes));
-                    throttled(shared, "produce", &t);
-                    conn.mute(t.ms);
+                    // acks=0 gets no answer: it was metered, and the connection muted, when read.
                     (None, true)
                 }
             }
@@ -427,7 +466,7 @@ where
 
 /// What to do with one request: forward it (and how its answer is metered), answer it here, or
 /// (`Err`) close the connection. `frame` (with its size prefix) may be changed in place.
-fn classify(head: &RequestHead, frame: &mut [u8], conn: &Conn<'_>) -> Result<Pending, String> {
+fn classify(head: &RequestHead, frame: &mut Vec<u8>, conn: &Conn<'_>) -> Result<Pending, String> {
     let shared = conn.shared;
     let quotas = &shared.quotas;
     let body = &frame[4..];
@@ -466,7 +505,15 @@ fn classify(head: &RequestHead, frame: &mut [u8], conn: &Conn<'_>) -> Result<Pen
     }
     let mut enforce = Enforce::Time;
     match ApiKey::try_from(head.api_key) {
-        Ok(ApiKey::Produce) => enforce = Enforce::Produce((frame.len() - 4) as u64),
+        Ok(ApiKey::Produce) => {
+            // Recorded when read, not when answered as Kafka does it, so that a throttle holds
+            // back the requests pipelined behind this one, as Kafka (which reads one request of
+            // a connection at a time) holds them; the answer then carries the throttle.
+            let t = conn.metered(&who, |m| m.produce((frame.len() - 4) as u64));
+            throttled(shared, "produce", &t);
+            conn.mute(t.ms);
+            enforce = Enforce::Produce(t.ms);
+        }
         Ok(ApiKey::Fetch) => {
             if let Some(fetch) = head
                 .body_at
@@ -481,23 +528,16 @@ fn classify(head: &RequestHead, frame: &mut [u8], conn: &Conn<'_>) -> Result<Pen
         }
         Ok(ApiKey::CreateTopics | ApiKey::CreatePartitions | ApiKey::DeleteTopics) => {
             let request = Bytes::copy_from_slice(body);
-            if let Some(m) =
-                enforce::mutations(head.api_key, head.version, &request, &quotas.topics)
-            {
-                let d = conn.metered(&who, |meter| meter.mutations_as(m.count, m.strict));
-                throttled(shared, "mutation", &d.throttle);
-                if !d.accepted {
-                    if let Some(refusal) = enforce::refuse_mutations(
-                        head.api_key,
-                        head.version,
-                        head.correlation_id,
-                        &request,
-                        d.throttle.ms,
-                    ) {
-                        return local(refusal, d.throttle.ms);
+            if let Some(m) = MutationRequest::decode(head.api_key, head.version, &request) {
+                match mutations(conn, &who, m) {
+                    Mutated::Forward(ms) => enforce = Enforce::Mutations(ms, None),
+                    Mutated::Partly(forward, refused, ms) => {
+                        // The topics refused are not forwarded; the answer takes them back.
+                        *frame = forward.to_vec();
+                        enforce = Enforce::Mutations(ms, Some(refused));
                     }
+                    Mutated::Refused(answer, ms) => return local(answer, ms),
                 }
-                enforce = Enforce::Mutations(d.throttle.ms);
             }
         }
         _ => {}
@@ -684,11 +724,7 @@ fn enforce_answer(
         throttled(shared, "request", &time);
         match forwarded.enforce {
             Enforce::Time => (out, time.ms),
-            Enforce::Produce(bytes) => {
-                let t = meter.produce(bytes);
-                throttled(shared, "produce", &t);
-                (out, t.ms.max(time.ms))
-            }
+            Enforce::Produce(ms) => (out, ms.max(time.ms)),
             Enforce::Fetch(request) => {
                 let bytes = (out.len() - 4) as u64;
                 let t = meter.fetch(bytes);
@@ -708,7 +744,18 @@ fn enforce_answer(
                 );
                 (empty, ms)
             }
-            Enforce::Mutations(ms) => (out, ms.max(time.ms)),
+            Enforce::Mutations(ms, None) => (out, ms.max(time.ms)),
+            Enforce::Mutations(ms, Some(refused)) => {
+                let ms = ms.max(time.ms);
+                let merged = enforce::merge_refused(
+                    head.api_key,
+                    head.version,
+                    &out.slice(4..),
+                    refused,
+                    ms,
+                );
+                (merged.unwrap_or(out), ms)
+            }
         }
     });
     if throttle == 0 || matches!(ApiKey::try_from(head.api_key), Ok(ApiKey::Fetch)) {

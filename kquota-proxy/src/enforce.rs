@@ -104,17 +104,6 @@ pub(crate) fn throttled_fetch(
     frame(ApiKey::Fetch, version, correlation_id, &r)
 }
 
-/// The partitions a CreateTopics, CreatePartitions or DeleteTopics request mutates, and whether
-/// Kafka is strict about it at this version (it answers THROTTLING_QUOTA_EXCEEDED from
-/// CreateTopics v6, CreatePartitions v3 and DeleteTopics v5; older versions are only throttled).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Mutations {
-    /// How many partitions are created or deleted.
-    pub(crate) count: u32,
-    /// Whether a client already in debt is refused.
-    pub(crate) strict: bool,
-}
-
 /// What the proxy knows of a topic's partitions (from the Metadata answers it forwarded).
 pub(crate) trait PartitionCounts {
     /// The partition count of the topic named `name`, if known.
@@ -123,135 +112,315 @@ pub(crate) trait PartitionCounts {
     fn by_id(&self, id: [u8; 16]) -> Option<u32>;
 }
 
-/// The mutations of a request of `api_key` (`None` for any other API, or a request that does not
-/// decode: the broker answers that one), counted as Kafka's controller counts them: the
-/// partitions of each topic created (`num_partitions`, or its explicit assignments; -1 takes the
-/// broker's `num.partitions`, which the proxy takes to be Kafka's default of 1), the partitions
-/// added to each topic, and the partitions of each topic deleted (as the proxy last saw them in
-/// a Metadata answer; 1 if it never did). A `validate_only` request mutates nothing.
-pub(crate) fn mutations(
-    api_key: i16,
+/// A CreateTopics, CreatePartitions or DeleteTopics request, decoded so that the topics a strict
+/// quota refuses can be taken out of it and answered by the proxy.
+#[derive(Debug)]
+pub(crate) struct MutationRequest {
+    key: ApiKey,
     version: i16,
-    frame: &Bytes,
-    known: &dyn PartitionCounts,
-) -> Option<Mutations> {
-    let key = ApiKey::try_from(api_key).ok()?;
-    let mut body = frame.clone();
-    RequestHeader::decode(&mut body, key.request_header_version(version)).ok()?;
-    let (count, strict) = match key {
-        ApiKey::CreateTopics => {
-            let r = CreateTopicsRequest::decode(&mut body, version).ok()?;
-            if r.validate_only {
-                return None;
-            }
-            let count = r.topics.iter().map(|t| {
-                if !t.assignments.is_empty() {
-                    t.assignments.len() as u64
-                } else if t.num_partitions > 0 {
-                    t.num_partitions as u64
-                } else {
-                    1
-                }
-            });
-            (count.sum::<u64>(), version >= 6)
-        }
-        ApiKey::CreatePartitions => {
-            let r = CreatePartitionsRequest::decode(&mut body, version).ok()?;
-            if r.validate_only {
-                return None;
-            }
-            let count = r.topics.iter().map(|t| {
-                let now = known.by_name(&t.name.0).unwrap_or(0);
-                u64::try_from(t.count)
-                    .unwrap_or(0)
-                    .saturating_sub(u64::from(now))
-            });
-            (count.sum::<u64>(), version >= 3)
-        }
-        ApiKey::DeleteTopics => {
-            let r = DeleteTopicsRequest::decode(&mut body, version).ok()?;
-            let names = r.topic_names.iter().map(|n| known.by_name(&n.0));
-            let states = r.topics.iter().map(|t| match &t.name {
-                Some(n) => known.by_name(&n.0),
-                None => known.by_id(*t.topic_id.as_bytes()),
-            });
-            let count = names.chain(states).map(|n| u64::from(n.unwrap_or(1)));
-            (count.sum::<u64>(), version >= 5)
-        }
-        _ => return None,
-    };
-    Some(Mutations {
-        count: u32::try_from(count).unwrap_or(u32::MAX),
-        strict,
-    })
+    header: RequestHeader,
+    body: MutationBody,
 }
 
-/// Kafka's answer to a strict mutation request from a client in debt, without forwarding it:
-/// THROTTLING_QUOTA_EXCEEDED for every topic it names, with the throttle. `None` if the request
-/// does not decode (it is then forwarded, and the broker answers it).
-pub(crate) fn refuse_mutations(
+#[derive(Debug)]
+enum MutationBody {
+    Create(CreateTopicsRequest),
+    Partitions(CreatePartitionsRequest),
+    Delete(DeleteTopicsRequest),
+}
+
+/// The topics of a mutation request refused by a strict quota, by their place in the request,
+/// for the answer.
+#[derive(Debug, Default)]
+pub(crate) struct Refused {
+    entries: Vec<(usize, RefusedTopic)>,
+}
+
+#[derive(Debug)]
+enum RefusedTopic {
+    Create(CreatableTopicResult),
+    Partitions(CreatePartitionsTopicResult),
+    Delete(DeletableTopicResult),
+}
+
+impl MutationRequest {
+    /// Decodes the request `frame` (bytes after the size prefix) of `api_key`; `None` for any
+    /// other API, a `validate_only` request (it mutates nothing), or one that does not decode
+    /// (the broker answers that one).
+    pub(crate) fn decode(api_key: i16, version: i16, frame: &Bytes) -> Option<MutationRequest> {
+        let key = ApiKey::try_from(api_key).ok()?;
+        let mut b = frame.clone();
+        let header = RequestHeader::decode(&mut b, key.request_header_version(version)).ok()?;
+        let body = match key {
+            ApiKey::CreateTopics => {
+                let r = CreateTopicsRequest::decode(&mut b, version).ok()?;
+                (!r.validate_only).then_some(MutationBody::Create(r))?
+            }
+            ApiKey::CreatePartitions => {
+                let r = CreatePartitionsRequest::decode(&mut b, version).ok()?;
+                (!r.validate_only).then_some(MutationBody::Partitions(r))?
+            }
+            ApiKey::DeleteTopics => {
+                MutationBody::Delete(DeleteTopicsRequest::decode(&mut b, version).ok()?)
+            }
+            _ => return None,
+        };
+        Some(MutationRequest {
+            key,
+            version,
+            header,
+            body,
+        })
+    }
+
+    /// Whether Kafka is strict about this version: it answers THROTTLING_QUOTA_EXCEEDED from
+    /// CreateTopics v6, CreatePartitions v3 and DeleteTopics v5; older versions are only
+    /// throttled.
+    pub(crate) fn strict(&self) -> bool {
+        match self.body {
+            MutationBody::Create(_) => self.version >= 6,
+            MutationBody::Partitions(_) => self.version >= 3,
+            MutationBody::Delete(_) => self.version >= 5,
+        }
+    }
+
+    /// The partitions each topic mutates, in request order, counted as Kafka's controller counts
+    /// them: a created topic's `num_partitions` (or its explicit assignments; -1 takes the
+    /// broker's `num.partitions`, which the proxy takes to be Kafka's default of 1), the
+    /// partitions added to a topic (beyond those the proxy last saw in a Metadata answer), and a
+    /// deleted topic's partitions (as last seen; 1 if never seen).
+    pub(crate) fn counts(&self, known: &dyn PartitionCounts) -> Vec<u32> {
+        match &self.body {
+            MutationBody::Create(r) => r
+                .topics
+                .iter()
+                .map(|t| {
+                    if !t.assignments.is_empty() {
+                        u32::try_from(t.assignments.len()).unwrap_or(u32::MAX)
+                    } else {
+                        u32::try_from(t.num_partitions)
+                            .ok()
+                            .filter(|n| *n > 0)
+                            .unwrap_or(1)
+                    }
+                })
+                .collect(),
+            MutationBody::Partitions(r) => r
+                .topics
+                .iter()
+                .map(|t| {
+                    let now = known.by_name(&t.name.0).unwrap_or(0);
+                    u32::try_from(t.count).unwrap_or(0).saturating_sub(now)
+                })
+                .collect(),
+            MutationBody::Delete(r) if self.version < 6 => r
+                .topic_names
+                .iter()
+                .map(|n| known.by_name(&n.0).unwrap_or(1))
+                .collect(),
+            MutationBody::Delete(r) => r
+                .topics
+                .iter()
+                .map(|t| {
+                    match &t.name {
+                        Some(n) => known.by_name(&n.0),
+                        None => known.by_id(*t.topic_id.as_bytes()),
+                    }
+                    .unwrap_or(1)
+                })
+                .collect(),
+        }
+    }
+
+    /// Takes the topics at the places in `refused` (ascending, not empty) out of the request:
+    /// either the request left to forward (with its size prefix) and what its answer must add
+    /// for the refused topics, or, when every topic is refused, the proxy's whole answer.
+    pub(crate) fn without(self, refused: &[usize], throttle_ms: u64) -> Split {
+        let key = self.key;
+        let version = self.version;
+        let correlation_id = self.header.correlation_id;
+        match self.split(refused) {
+            (Some(forward), refused) => Split::Partly(forward, refused),
+            (None, refused) => {
+                let mut answer = match key {
+                    ApiKey::CreateTopics => Answer::Create(CreateTopicsResponse::default()),
+                    ApiKey::CreatePartitions => {
+                        Answer::Partitions(CreatePartitionsResponse::default())
+                    }
+                    _ => Answer::Delete(DeleteTopicsResponse::default()),
+                };
+                answer.add(refused, clamp_ms(throttle_ms));
+                Split::All(
+                    answer
+                        .frame(key, version, correlation_id)
+                        .unwrap_or_default(),
+                )
+            }
+        }
+    }
+
+    fn split(mut self, refused: &[usize]) -> (Option<Bytes>, Refused) {
+        let mut out = Refused::default();
+        let message = || Some(StrBytes::from_static_str(THROTTLING_MESSAGE));
+        let keep = |i: usize| refused.binary_search(&i).is_err();
+        let total;
+        match &mut self.body {
+            MutationBody::Create(r) => {
+                total = r.topics.len();
+                let topics = std::mem::take(&mut r.topics);
+                for (i, t) in topics.into_iter().enumerate() {
+                    if keep(i) {
+                        r.topics.push(t);
+                    } else {
+                        let result = CreatableTopicResult::default()
+                            .with_name(t.name)
+                            .with_error_code(THROTTLING_QUOTA_EXCEEDED)
+                            .with_error_message(message())
+                            .with_num_partitions(-1)
+                            .with_replication_factor(-1);
+                        out.entries.push((i, RefusedTopic::Create(result)));
+                    }
+                }
+            }
+            MutationBody::Partitions(r) => {
+                total = r.topics.len();
+                let topics = std::mem::take(&mut r.topics);
+                for (i, t) in topics.into_iter().enumerate() {
+                    if keep(i) {
+                        r.topics.push(t);
+                    } else {
+                        let result = CreatePartitionsTopicResult::default()
+                            .with_name(t.name)
+                            .with_error_code(THROTTLING_QUOTA_EXCEEDED)
+                            .with_error_message(message());
+                        out.entries.push((i, RefusedTopic::Partitions(result)));
+                    }
+                }
+            }
+            MutationBody::Delete(r) if self.version < 6 => {
+                total = r.topic_names.len();
+                let names = std::mem::take(&mut r.topic_names);
+                for (i, n) in names.into_iter().enumerate() {
+                    if keep(i) {
+                        r.topic_names.push(n);
+                    } else {
+                        let result = DeletableTopicResult::default()
+                            .with_name(Some(n))
+                            .with_error_code(THROTTLING_QUOTA_EXCEEDED)
+                            .with_error_message(message());
+                        out.entries.push((i, RefusedTopic::Delete(result)));
+                    }
+                }
+            }
+            MutationBody::Delete(r) => {
+                total = r.topics.len();
+                let topics = std::mem::take(&mut r.topics);
+                for (i, t) in topics.into_iter().enumerate() {
+                    if keep(i) {
+                        r.topics.push(t);
+                    } else {
+                        let result = DeletableTopicResult::default()
+                            .with_name(t.name)
+                            .with_topic_id(t.topic_id)
+                            .with_error_code(THROTTLING_QUOTA_EXCEEDED)
+                            .with_error_message(message());
+                        out.entries.push((i, RefusedTopic::Delete(result)));
+                    }
+                }
+            }
+        }
+        if out.entries.len() == total {
+            return (None, out);
+        }
+        let mut b = BytesMut::new();
+        b.extend_from_slice(&[0; 4]);
+        let encoded = self
+            .header
+            .encode(&mut b, self.key.request_header_version(self.version))
+            .is_ok()
+            && match &self.body {
+                MutationBody::Create(r) => r.encode(&mut b, self.version).is_ok(),
+                MutationBody::Partitions(r) => r.encode(&mut b, self.version).is_ok(),
+                MutationBody::Delete(r) => r.encode(&mut b, self.version).is_ok(),
+            };
+        if !encoded {
+            return (None, out);
+        }
+        let size = (b.len() - 4) as u32;
+        b[..4].copy_from_slice(&size.to_be_bytes());
+        (Some(b.freeze()), out)
+    }
+}
+
+/// A mutation request with topics refused.
+#[derive(Debug)]
+pub(crate) enum Split {
+    /// Forward this request (size prefix included); its answer takes the refused topics back.
+    Partly(Bytes, Refused),
+    /// Every topic is refused: the proxy's answer (size prefix included), not forwarded.
+    All(Bytes),
+}
+
+/// A mutation answer, decoded to take the proxy's refusals.
+enum Answer {
+    Create(CreateTopicsResponse),
+    Partitions(CreatePartitionsResponse),
+    Delete(DeleteTopicsResponse),
+}
+
+impl Answer {
+    /// Puts each refused topic back at its place in request order, and the throttle, if longer.
+    fn add(&mut self, refused: Refused, ms: i32) {
+        fn put<T>(list: &mut Vec<T>, at: usize, item: T) {
+            list.insert(at.min(list.len()), item);
+        }
+        for (at, topic) in refused.entries {
+            match (&mut *self, topic) {
+                (Answer::Create(r), RefusedTopic::Create(t)) => put(&mut r.topics, at, t),
+                (Answer::Partitions(r), RefusedTopic::Partitions(t)) => put(&mut r.results, at, t),
+                (Answer::Delete(r), RefusedTopic::Delete(t)) => put(&mut r.responses, at, t),
+                _ => {}
+            }
+        }
+        match self {
+            Answer::Create(r) => r.throttle_time_ms = r.throttle_time_ms.max(ms),
+            Answer::Partitions(r) => r.throttle_time_ms = r.throttle_time_ms.max(ms),
+            Answer::Delete(r) => r.throttle_time_ms = r.throttle_time_ms.max(ms),
+        }
+    }
+
+    fn frame(&self, key: ApiKey, version: i16, correlation_id: i32) -> Option<Bytes> {
+        match self {
+            Answer::Create(r) => frame_of(key, version, correlation_id, r),
+            Answer::Partitions(r) => frame_of(key, version, correlation_id, r),
+            Answer::Delete(r) => frame_of(key, version, correlation_id, r),
+        }
+    }
+}
+
+/// The broker's answer `frame` (bytes after the size prefix) to a mutation request some of whose
+/// topics the proxy refused, with the refusals put back in request order and the throttle raised
+/// to `throttle_ms`; `None` if the answer does not decode (it is then forwarded as it is).
+pub(crate) fn merge_refused(
     api_key: i16,
     version: i16,
-    correlation_id: i32,
     frame: &Bytes,
+    refused: Refused,
     throttle_ms: u64,
 ) -> Option<Bytes> {
     let key = ApiKey::try_from(api_key).ok()?;
-    let mut body = frame.clone();
-    RequestHeader::decode(&mut body, key.request_header_version(version)).ok()?;
-    let ms = clamp_ms(throttle_ms);
-    let message = || Some(StrBytes::from_static_str(THROTTLING_MESSAGE));
-    Some(match key {
-        ApiKey::CreateTopics => {
-            let r = CreateTopicsRequest::decode(&mut body, version).ok()?;
-            let topics = r.topics.into_iter().map(|t| {
-                CreatableTopicResult::default()
-                    .with_name(t.name)
-                    .with_error_code(THROTTLING_QUOTA_EXCEEDED)
-                    .with_error_message(message())
-                    .with_num_partitions(-1)
-                    .with_replication_factor(-1)
-            });
-            let r = CreateTopicsResponse::default()
-                .with_throttle_time_ms(ms)
-                .with_topics(topics.collect());
-            frame_of(key, version, correlation_id, &r)?
-        }
+    let mut b = frame.clone();
+    let header = ResponseHeader::decode(&mut b, key.response_header_version(version)).ok()?;
+    let mut answer = match key {
+        ApiKey::CreateTopics => Answer::Create(CreateTopicsResponse::decode(&mut b, version).ok()?),
         ApiKey::CreatePartitions => {
-            let r = CreatePartitionsRequest::decode(&mut body, version).ok()?;
-            let results = r.topics.into_iter().map(|t| {
-                CreatePartitionsTopicResult::default()
-                    .with_name(t.name)
-                    .with_error_code(THROTTLING_QUOTA_EXCEEDED)
-                    .with_error_message(message())
-            });
-            let r = CreatePartitionsResponse::default()
-                .with_throttle_time_ms(ms)
-                .with_results(results.collect());
-            frame_of(key, version, correlation_id, &r)?
+            Answer::Partitions(CreatePartitionsResponse::decode(&mut b, version).ok()?)
         }
-        ApiKey::DeleteTopics => {
-            let r = DeleteTopicsRequest::decode(&mut body, version).ok()?;
-            let named = r.topic_names.into_iter().map(|n| {
-                DeletableTopicResult::default()
-                    .with_name(Some(n))
-                    .with_error_code(THROTTLING_QUOTA_EXCEEDED)
-                    .with_error_message(message())
-            });
-            let states = r.topics.into_iter().map(|t| {
-                DeletableTopicResult::default()
-                    .with_name(t.name)
-                    .with_topic_id(t.topic_id)
-                    .with_error_code(THROTTLING_QUOTA_EXCEEDED)
-                    .with_error_message(message())
-            });
-            let r = DeleteTopicsResponse::default()
-                .with_throttle_time_ms(ms)
-                .with_responses(named.chain(states).collect());
-            frame_of(key, version, correlation_id, &r)?
-        }
+        ApiKey::DeleteTopics => Answer::Delete(DeleteTopicsResponse::decode(&mut b, version).ok()?),
         _ => return None,
-    })
+    };
+    answer.add(refused, clamp_ms(throttle_ms));
+    answer.frame(key, version, header.correlation_id)
 }
 
 /// Whether a client throttles itself after a throttled response of `api_key` at `version`
@@ -487,6 +656,11 @@ mod tests {
         }
     }
 
+    fn counted(key: ApiKey, version: i16, frame: &Bytes) -> Option<(Vec<u32>, bool)> {
+        let m = MutationRequest::decode(key as i16, version, frame)?;
+        Some((m.counts(&Known), m.strict()))
+    }
+
     #[test]
     fn mutations_are_counted_as_kafkas_controller_counts_them() {
         let create = CreateTopicsRequest::default().with_topics(vec![
@@ -499,12 +673,12 @@ mod tests {
         ]);
         for (version, strict) in [(5, false), (7, true)] {
             let (frame, _) = request(ApiKey::CreateTopics, version, &create);
-            let m = mutations(ApiKey::CreateTopics as i16, version, &frame, &Known).unwrap();
-            assert_eq!(m, Mutations { count: 4, strict });
+            let got = counted(ApiKey::CreateTopics, version, &frame);
+            assert_eq!(got, Some((vec![3, 1], strict)));
         }
         let validate = create.clone().with_validate_only(true);
         let (frame, _) = request(ApiKey::CreateTopics, 7, &validate);
-        assert!(mutations(ApiKey::CreateTopics as i16, 7, &frame, &Known).is_none());
+        assert!(counted(ApiKey::CreateTopics, 7, &frame).is_none());
 
         let grow = CreatePartitionsRequest::default().with_topics(vec![
             CreatePartitionsTopic::default()
@@ -515,14 +689,8 @@ mod tests {
                 .with_count(2),
         ]);
         let (frame, _) = request(ApiKey::CreatePartitions, 3, &grow);
-        let m = mutations(ApiKey::CreatePartitions as i16, 3, &frame, &Known).unwrap();
-        assert_eq!(
-            m,
-            Mutations {
-                count: 4 + 2,
-                strict: true
-            }
-        );
+        let got = counted(ApiKey::CreatePartitions, 3, &frame);
+        assert_eq!(got, Some((vec![4, 2], true)));
 
         let delete = DeleteTopicsRequest::default().with_topics(vec![
             DeleteTopicState::default().with_name(Some(topic("known"))),
@@ -530,51 +698,73 @@ mod tests {
             DeleteTopicState::default().with_name(Some(topic("other"))),
         ]);
         let (frame, _) = request(ApiKey::DeleteTopics, 6, &delete);
-        let m = mutations(ApiKey::DeleteTopics as i16, 6, &frame, &Known).unwrap();
-        assert_eq!(
-            m,
-            Mutations {
-                count: 6 + 4 + 1,
-                strict: true
-            }
-        );
+        let got = counted(ApiKey::DeleteTopics, 6, &frame);
+        assert_eq!(got, Some((vec![6, 4, 1], true)));
         let old = DeleteTopicsRequest::default().with_topic_names(vec![topic("known")]);
         let (frame, _) = request(ApiKey::DeleteTopics, 4, &old);
-        let m = mutations(ApiKey::DeleteTopics as i16, 4, &frame, &Known).unwrap();
         assert_eq!(
-            m,
-            Mutations {
-                count: 6,
-                strict: false
-            }
+            counted(ApiKey::DeleteTopics, 4, &frame),
+            Some((vec![6], false))
         );
     }
 
     #[test]
-    fn refusals_name_every_topic() {
+    fn refused_topics_leave_the_request_and_come_back_in_the_answer() {
         let create = CreateTopicsRequest::default().with_topics(vec![
             CreatableTopic::default().with_name(topic("a")),
             CreatableTopic::default().with_name(topic("b")),
+            CreatableTopic::default().with_name(topic("c")),
         ]);
         let (frame, _) = request(ApiKey::CreateTopics, 7, &create);
-        let out = refuse_mutations(ApiKey::CreateTopics as i16, 7, 7, &frame, 2_000).unwrap();
-        let mut b = out.slice(4..);
+        let m = MutationRequest::decode(ApiKey::CreateTopics as i16, 7, &frame).unwrap();
+        let Split::Partly(forward, refused) = m.without(&[1, 2], 2_000) else {
+            panic!("a is kept");
+        };
+        // The request forwarded names only `a`, with the same header.
+        let mut b = forward.slice(4..);
+        let h = RequestHeader::decode(&mut b, 2).unwrap();
+        assert_eq!(h.correlation_id, 7);
+        let r = CreateTopicsRequest::decode(&mut b, 7).unwrap();
+        assert_eq!(r.topics.len(), 1);
+        assert_eq!(r.topics[0].name.0.as_str(), "a");
+        // The broker's answer for `a` gets `b` and `c` back, in request order, refused.
+        let answer = CreateTopicsResponse::default()
+            .with_throttle_time_ms(5)
+            .with_topics(vec![CreatableTopicResult::default().with_name(topic("a"))]);
+        let answer = response(ApiKey::CreateTopics, 7, &answer);
+        let merged = merge_refused(19, 7, &answer, refused, 2_000).unwrap();
+        let mut b = merged.slice(4..);
         ResponseHeader::decode(&mut b, 1).unwrap();
         let r = CreateTopicsResponse::decode(&mut b, 7).unwrap();
         assert_eq!(r.throttle_time_ms, 2_000);
-        assert_eq!(r.topics.len(), 2);
-        assert!(r
+        let got: Vec<_> = r
             .topics
             .iter()
-            .all(|t| t.error_code == THROTTLING_QUOTA_EXCEEDED));
+            .map(|t| (t.name.0.as_str(), t.error_code))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a", 0),
+                ("b", THROTTLING_QUOTA_EXCEEDED),
+                ("c", THROTTLING_QUOTA_EXCEEDED)
+            ]
+        );
+    }
 
+    #[test]
+    fn every_topic_refused_is_answered_by_the_proxy() {
         let delete = DeleteTopicsRequest::default()
             .with_topics(vec![DeleteTopicState::default().with_name(Some(topic("x")))]);
         let (frame, _) = request(ApiKey::DeleteTopics, 6, &delete);
-        let out = refuse_mutations(ApiKey::DeleteTopics as i16, 6, 7, &frame, 10).unwrap();
+        let m = MutationRequest::decode(ApiKey::DeleteTopics as i16, 6, &frame).unwrap();
+        let Split::All(out) = m.without(&[0], 10) else {
+            panic!("every topic is refused");
+        };
         let mut b = out.slice(4..);
-        ResponseHeader::decode(&mut b, 1).unwrap();
+        assert_eq!(ResponseHeader::decode(&mut b, 1).unwrap().correlation_id, 7);
         let r = DeleteTopicsResponse::decode(&mut b, 6).unwrap();
+        assert_eq!(r.throttle_time_ms, 10);
         assert_eq!(r.responses[0].error_code, THROTTLING_QUOTA_EXCEEDED);
         assert_eq!(
             r.responses[0].error_message.as_deref(),

@@ -66,12 +66,14 @@ mod metrics;
 mod quotas;
 mod rewrite;
 mod server;
+mod shared;
 mod tls;
 
 // The public interface: what the `kquota-proxy` binary, or a host embedding the proxy, needs.
 //
 // The proxy: bind it with its settings, then serve until a future resolves.
-pub use crate::server::{BrokerListeners, Proxy, SHUTDOWN_GRACE};
+pub use crate::server::{BrokerListeners, Proxy};
+pub use crate::shared::SHUTDOWN_GRACE;
 // Its settings and their defaults.
 pub use crate::config::{
     HostPort, ProxyConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BROKERS,

@@ -187,6 +187,15 @@ pub(crate) fn rewrite(
     }
 }
 
+/// The quota admin APIs the proxy answers itself, and the versions it answers.
+fn own_api(api_key: i16) -> Option<&'static kquota_wire::ApiSupport> {
+    [ApiKey::DescribeClientQuotas, ApiKey::AlterClientQuotas]
+        .iter()
+        .any(|k| *k as i16 == api_key)
+        .then(|| SUPPORTED_APIS.iter().find(|a| a.api_key == api_key))
+        .flatten()
+}
+
 /// An ApiVersions response with the max version of every API the proxy rewrites capped to what
 /// it can rewrite (an API whose min is above that is removed); `None` if nothing changed, or if it
 /// is Kafka's UNSUPPORTED_VERSION answer in the v0 layout (which lists only ApiVersions).
@@ -210,6 +219,14 @@ fn cap_api_versions(
     let before = r.api_keys.len();
     let mut changed = false;
     r.api_keys.retain_mut(|a| {
+        if let Some(served) = own_api(a.api_key) {
+            // The proxy answers it itself: its own range, whatever the cluster's.
+            if (a.min_version, a.max_version) != (served.min_version, served.max_version) {
+                (a.min_version, a.max_version) = (served.min_version, served.max_version);
+                changed = true;
+            }
+            return true;
+        }
         let Some(max) = rewritten_max(a.api_key) else {
             return true;
         };
@@ -219,6 +236,25 @@ fn cap_api_versions(
         }
         a.min_version <= a.max_version
     });
+    // The quota admin APIs are the proxy's own: listed even when the cluster does not serve them.
+    for key in [ApiKey::DescribeClientQuotas, ApiKey::AlterClientQuotas] {
+        let key = key as i16;
+        if r.api_keys.iter().any(|a| a.api_key == key) {
+            continue;
+        }
+        let Some(served) = own_api(key) else {
+            continue;
+        };
+        let at = r.api_keys.partition_point(|a| a.api_key < key);
+        r.api_keys.insert(
+            at,
+            kafka_protocol::messages::api_versions_response::ApiVersion::default()
+                .with_api_key(key)
+                .with_min_version(served.min_version)
+                .with_max_version(served.max_version),
+        );
+        changed = true;
+    }
     if !changed && r.api_keys.len() == before {
         return Ok(None);
     }
@@ -557,14 +593,33 @@ mod tests {
                 // DescribeCluster's min is above what the proxy rewrites: not offered at all.
                 // DescribeClientQuotas is the proxy's own, at the versions it answers.
                 api(ApiKey::DescribeClientQuotas, 0, 1),
+                // Not served by this cluster: the proxy's own.
+                api(ApiKey::AlterClientQuotas, 0, 1),
             ]);
             assert_eq!(got, expected, "v{version}");
             // Within the caps already: forwarded as it came.
             let within = ApiVersionsResponse::default().with_api_keys(vec![
-                api(ApiKey::Metadata, 0, 12),
                 api(ApiKey::Produce, 3, 9),
+                api(ApiKey::Metadata, 0, 12),
+                api(ApiKey::DescribeClientQuotas, 0, 1),
+                api(ApiKey::AlterClientQuotas, 0, 1),
             ]);
             assert_eq!(rewritten(ApiKey::ApiVersions, &within, version), None);
+            // A cluster that does not serve the quota admin APIs: the proxy lists its own, in
+            // key order.
+            let without = ApiVersionsResponse::default().with_api_keys(vec![
+                api(ApiKey::Produce, 3, 9),
+                // A cluster serving only v0: the proxy's range is its own.
+                api(ApiKey::DescribeClientQuotas, 0, 0),
+                api(ApiKey::DescribeCluster, 0, 1),
+            ]);
+            let got = rewritten(ApiKey::ApiVersions, &without, version).unwrap();
+            let keys: Vec<_> = got
+                .api_keys
+                .iter()
+                .map(|a| (a.api_key, a.max_version))
+                .collect();
+            assert_eq!(keys, vec![(0, 9), (48, 1), (49, 1), (60, 1)], "v{version}");
         }
     }
 

@@ -15,6 +15,7 @@ use std::path::Path;
 
 use kquota_wire::tls::{self, ClientAuth, KeyPair, TlsError};
 use kquota_wire::{AuthContext, DefaultPrincipalBuilder, Principal, PrincipalBuilder};
+use regex::{Regex, RegexBuilder};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
@@ -278,15 +279,18 @@ fn trust_anchors(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>
     }
     Ok(certs)
 }
-
 /// Kafka's `ssl.principal.mapping.rules` (its `SslPrincipalMapper`): rules separated by commas,
 /// each `DEFAULT` (the name as it is) or `RULE:pattern/replacement/[LU]`. A name is given to the
 /// rules in order; the first whose pattern matches the whole name gives the principal: the name
 /// with every match of the pattern replaced (Java's `String.replaceAll`), then lower-cased (`L`)
 /// or upper-cased (`U`). A name no rule matches is refused.
 ///
-/// Patterns are Java regular expressions, of which [`java_regex`] reads the common part;
-/// patterns using the rest are refused when the rules are read, not when a client connects.
+/// Patterns are Java regular expressions, compiled by the `regex` crate once [`java_pattern`] has
+/// rewritten what Java means differently; Java syntax the crate lacks (back references,
+/// lookaround, atomic groups, possessive quantifiers, ...) is refused when the rules are read,
+/// not when a client connects. The crate still differs from Java in that `$` (without `(?m)`)
+/// is only the end, not also before a final line break; `.` matches U+0085, U+2028 and U+2029;
+/// `(?i)` folds case beyond ASCII; and `\b` is Unicode-aware (Java's is ASCII since JDK 19).
 #[derive(Debug)]
 struct PrincipalMapper {
     rules: Vec<Rule>,
@@ -298,8 +302,12 @@ struct PrincipalMapper {
 enum Rule {
     Default,
     Map {
-        pattern: java_regex::Regex,
-        replacement: java_regex::Replacement,
+        /// The pattern anchored at both ends: whether the rule applies (Java's `Matcher.matches`).
+        whole: Regex,
+        /// The pattern as written: what is replaced.
+        search: Regex,
+        /// The replacement, as a template for [`regex::Captures::expand`].
+        replacement: String,
         case: Case,
     },
 }
@@ -342,9 +350,9 @@ impl PrincipalMapper {
                         format!("unexpected '{junk}' after the rule"),
                     ));
                 }
-                let pattern = java_regex::Regex::new(pattern)
-                    .map_err(|why| invalid(written, format!("pattern: {why}")))?;
-                let replacement = java_regex::Replacement::new(replacement, pattern.groups())
+                let (whole, search) =
+                    compile(pattern).map_err(|why| invalid(written, format!("pattern: {why}")))?;
+                let replacement = replacement_template(replacement, &search)
                     .map_err(|why| invalid(written, format!("replacement: {why}")))?;
                 let case = match flag {
                     Some('L') => Case::Lower,
@@ -352,7 +360,8 @@ impl PrincipalMapper {
                     _ => Case::Keep,
                 };
                 rules.push(Rule::Map {
-                    pattern,
+                    whole,
+                    search,
                     replacement,
                     case,
                 });
@@ -382,15 +391,16 @@ impl PrincipalMapper {
             match rule {
                 Rule::Default => return Ok(dn.to_owned()),
                 Rule::Map {
-                    pattern,
+                    whole,
+                    search,
                     replacement,
                     case,
                 } => {
-                    let text: Vec<char> = dn.chars().collect();
-                    if !pattern.matches(&text)? {
+                    if !whole.is_match(dn) {
                         continue;
                     }
-                    let name = pattern.replace_all(&text, replacement)?;
+                    // As Kafka does: `dn.replaceAll(pattern, replacement)`.
+                    let name = replace_all(search, replacement, dn);
                     return Ok(match case {
                         Case::Keep => name,
                         Case::Lower => name.to_lowercase(),
@@ -456,726 +466,223 @@ fn rule_body(s: &str) -> Option<(&str, &str, Option<char>, &str)> {
     Some((pattern, replacement, flag, rest))
 }
 
-/// The part of Java's regular expressions (`java.util.regex.Pattern`) that principal mapping rules
-/// use, matched by backtracking in Java's order (so groups capture what Java's capture), with
-/// each (instruction, position) tried at most once per search: time and memory are bounded by the
-/// pattern's size times the name's length, whatever the pattern.
-///
-/// Read: literals, `.`, `^`, `$`, classes (`[a-z_]`, `[^,]`, with `\d \w \s` and their negations
-/// inside or out), capturing and `(?:...)` groups, `|`, the quantifiers `* + ? {n} {n,} {n,m}`
-/// greedy or lazy (`*?`), and the escapes `\t \n \r \f \a \e \xhh \uhhhh \0ooo \Q...\E` and `\`
-/// before any other non-alphanumeric character. Refused: back references, lookaround, named
-/// groups, inline flags, possessive quantifiers, class unions and intersections, `\b` and the
-/// other boundary and property escapes.
-mod java_regex {
-    /// The largest program a pattern may compile to (counted repetitions are copies).
-    const MAX_PROGRAM: usize = 20_000;
-    /// The largest count in `{n,m}`.
-    const MAX_REPEAT: u32 = 1_000;
-    /// How deeply groups may nest.
-    const MAX_DEPTH: usize = 100;
-    /// The most (instruction, position) pairs one name's mapping may visit, over all its
-    /// searches: 32 MiB of bits at most, cleared as they are used.
-    const MAX_STATES: usize = 256 << 20;
+/// The most memory one compiled pattern may take (the program, and the lazy DFA's cache), so
+/// that a rule cannot exhaust the proxy's memory.
+const PATTERN_SIZE_LIMIT: usize = 1 << 20;
 
-    const DIGIT: &[(char, char)] = &[('0', '9')];
-    const WORD: &[(char, char)] = &[('0', '9'), ('A', 'Z'), ('_', '_'), ('a', 'z')];
-    const SPACE: &[(char, char)] = &[('\t', '\r'), (' ', ' ')];
+/// A rule's pattern compiled twice: anchored at both ends (does the rule apply?) and as written
+/// (what is replaced).
+fn compile(pattern: &str) -> Result<(Regex, Regex), String> {
+    let pattern = java_pattern(pattern)?;
+    let build = |pattern: &str| {
+        RegexBuilder::new(pattern)
+            // `.` matches neither `\r` nor `\n`, nearer Java's `.` than the crate's default.
+            .crlf(true)
+            .size_limit(PATTERN_SIZE_LIMIT)
+            .dfa_size_limit(PATTERN_SIZE_LIMIT)
+            .build()
+            .map_err(|e| e.to_string())
+    };
+    // Alone first, so that a pattern that is not whole (`a)|(b`) cannot pair with the wrapping.
+    let search = build(&pattern)?;
+    // `(?x)` and the line break end a `(?x)` comment the pattern may end in, and match nothing.
+    let whole = build(&format!("\\A(?:{pattern}(?x)\n)\\z"))?;
+    Ok((whole, search))
+}
 
-    /// A compiled pattern.
-    #[derive(Debug)]
-    pub(super) struct Regex {
-        program: Vec<Inst>,
-        classes: Vec<Class>,
-        groups: usize,
+/// Java's `\s`, `\h` and `\v` (without UNICODE_CHARACTER_CLASS), and their complements, as
+/// classes that stand alone and inside a class (where the crate reads them as a union).
+const JAVA_SPACE: [&str; 2] = [r"[\t\n\x0B\f\r\x20]", r"[^\t\n\x0B\f\r\x20]"];
+const JAVA_HORIZONTAL: [&str; 2] = [
+    r"[\t\x20\xA0\x{1680}\x{180E}\x{2000}-\x{200A}\x{202F}\x{205F}\x{3000}]",
+    r"[^\t\x20\xA0\x{1680}\x{180E}\x{2000}-\x{200A}\x{202F}\x{205F}\x{3000}]",
+];
+const JAVA_VERTICAL: [&str; 2] = [
+    r"[\n\x0B\f\r\x{85}\x{2028}\x{2029}]",
+    r"[^\n\x0B\f\r\x{85}\x{2028}\x{2029}]",
+];
+
+/// Java's POSIX classes (`\p{Alpha}`), ASCII in Java; the crate's ASCII classes have the same
+/// members under the lower-cased names.
+const JAVA_POSIX: [&str; 13] = [
+    "Lower", "Upper", "ASCII", "Alpha", "Digit", "Alnum", "Punct", "Graph", "Print", "Blank",
+    "Cntrl", "XDigit", "Space",
+];
+
+/// A Java pattern in the `regex` crate's syntax, where the two read the same text differently:
+/// `\d \w \s \h \v` (and their complements) and `\p{Alpha}`-style classes are ASCII in Java,
+/// `\<` and `\>` are literals, `[:` in a class is not an ASCII class; Java's possessive
+/// quantifiers (`a*+`), its `U` flag (UNICODE_CHARACTER_CLASS, the crate's swap-greed), `\0`
+/// octal escapes, `\Q...\E`, and `--` or `~~` in a class (set operations to the crate) are
+/// refused. The rest is the crate's to read or refuse.
+fn java_pattern(pattern: &str) -> Result<String, String> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = String::with_capacity(pattern.len());
+    let mut at = 0;
+    // How deeply classes are open where `at` is.
+    let mut class = 0usize;
+    // What the last item was, for what may follow a quantifier: Java makes it lazy with `?` and
+    // possessive with `+`, and refuses any other quantifier after it.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Last {
+        Other,
+        Quantifier,
+        Lazy,
     }
-
-    /// One instruction of a compiled pattern.
-    #[derive(Clone, Copy, Debug)]
-    enum Inst {
-        Char(char),
-        Any,
-        Class(usize),
-        Start,
-        End,
-        Save(usize),
-        /// Try the first, then the second.
-        Split(usize, usize),
-        Jmp(usize),
-        Match,
-    }
-
-    /// A character class: its items, or (negated) all but them.
-    #[derive(Clone, Debug)]
-    struct Class {
-        negated: bool,
-        items: Vec<Item>,
-    }
-
-    /// One member of a class.
-    #[derive(Clone, Debug)]
-    enum Item {
-        Range(char, char),
-        /// A predefined class, or (true) its complement.
-        Set(&'static [(char, char)], bool),
-    }
-
-    impl Class {
-        fn contains(&self, c: char) -> bool {
-            let hit = self.items.iter().any(|item| match *item {
-                Item::Range(lo, hi) => (lo..=hi).contains(&c),
-                Item::Set(ranges, negated) => {
-                    ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&c)) != negated
-                }
-            });
-            hit != self.negated
-        }
-    }
-
-    /// A parsed pattern, before compiling.
-    #[derive(Debug)]
-    enum Node {
-        Char(char),
-        Any,
-        Class(Class),
-        Start,
-        End,
-        Group(Box<Node>, Option<usize>),
-        Concat(Vec<Node>),
-        Alt(Vec<Node>),
-        Repeat {
-            node: Box<Node>,
-            min: u32,
-            max: Option<u32>,
-            greedy: bool,
-        },
-    }
-
-    /// What an escape stands for.
-    enum Escaped {
-        Char(char),
-        Set(&'static [(char, char)], bool),
-        Quoted(Vec<char>),
-    }
-
-    /// Reads a pattern into [`Node`]s, numbering capturing groups as Java does (by their `(`).
-    struct Parser {
-        chars: Vec<char>,
-        at: usize,
-        groups: usize,
-    }
-
-    impl Parser {
-        fn peek(&self) -> Option<char> {
-            self.chars.get(self.at).copied()
-        }
-
-        fn next(&mut self) -> Option<char> {
-            let c = self.peek()?;
-            self.at += 1;
-            Some(c)
-        }
-
-        fn eat(&mut self, c: char) -> bool {
-            let hit = self.peek() == Some(c);
-            if hit {
-                self.at += 1;
-            }
-            hit
-        }
-
-        fn alternation(&mut self, depth: usize) -> Result<Node, String> {
-            if depth > MAX_DEPTH {
-                return Err("groups nested too deeply".to_owned());
-            }
-            let mut alternatives = vec![self.concatenation(depth)?];
-            while self.eat('|') {
-                alternatives.push(self.concatenation(depth)?);
-            }
-            Ok(if alternatives.len() == 1 {
-                alternatives.remove(0)
-            } else {
-                Node::Alt(alternatives)
-            })
-        }
-
-        fn concatenation(&mut self, depth: usize) -> Result<Node, String> {
-            let mut items = Vec::new();
-            while let Some(c) = self.peek() {
-                if c == '|' || c == ')' {
-                    break;
-                }
-                let atom = self.atom(depth)?;
-                items.push(self.quantified(atom)?);
-            }
-            Ok(Node::Concat(items))
-        }
-
-        fn atom(&mut self, depth: usize) -> Result<Node, String> {
-            let Some(c) = self.next() else {
-                return Err("unexpected end".to_owned());
-            };
-            Ok(match c {
-                '(' => {
-                    let capture = if self.eat('?') {
-                        if !self.eat(':') {
-                            return Err("(?...) groups other than (?:...) (lookaround, named groups, flags) are not supported".to_owned());
-                        }
-                        None
-                    } else {
-                        self.groups += 1;
-                        Some(self.groups)
-                    };
-                    let inner = self.alternation(depth + 1)?;
-                    if !self.eat(')') {
-                        return Err("unclosed group".to_owned());
-                    }
-                    Node::Group(Box::new(inner), capture)
-                }
-                '[' => Node::Class(self.class()?),
-                '.' => Node::Any,
-                '^' => Node::Start,
-                '$' => Node::End,
-                '\\' => match self.escape(false)? {
-                    Escaped::Char(c) => Node::Char(c),
-                    Escaped::Set(ranges, negated) => Node::Class(Class {
-                        negated: false,
-                        items: vec![Item::Set(ranges, negated)],
-                    }),
-                    Escaped::Quoted(chars) => {
-                        Node::Concat(chars.into_iter().map(Node::Char).collect())
-                    }
-                },
-                '*' | '+' | '?' | '{' => return Err(format!("'{c}' with nothing to repeat")),
-                c => Node::Char(c),
-            })
-        }
-
-        fn quantified(&mut self, node: Node) -> Result<Node, String> {
-            let (min, max) = match self.peek() {
-                Some('*') => (0, None),
-                Some('+') => (1, None),
-                Some('?') => (0, Some(1)),
-                Some('{') => {
-                    self.at += 1;
-                    let min = self.number()?;
-                    let max = if self.eat(',') {
-                        if self.peek() == Some('}') {
-                            None
-                        } else {
-                            Some(self.number()?)
-                        }
-                    } else {
-                        Some(min)
-                    };
-                    if self.peek() != Some('}') {
-                        return Err("malformed {n,m}".to_owned());
-                    }
-                    if max.is_some_and(|max| max < min) {
-                        return Err(format!("{{{min},..}}: the maximum is below the minimum"));
-                    }
-                    (min, max)
-                }
-                _ => return Ok(node),
-            };
-            self.at += 1;
-            let greedy = !self.eat('?');
-            if self.peek() == Some('+') {
-                return Err("possessive quantifiers are not supported".to_owned());
-            }
-            Ok(Node::Repeat {
-                node: Box::new(node),
-                min,
-                max,
-                greedy,
-            })
-        }
-
-        fn number(&mut self) -> Result<u32, String> {
-            let start = self.at;
-            while self.peek().is_some_and(|c| c.is_ascii_digit()) {
-                self.at += 1;
-            }
-            if start == self.at {
-                return Err("malformed {n,m}".to_owned());
-            }
-            let digits: String = self.chars[start..self.at].iter().collect();
-            match digits.parse::<u32>() {
-                Ok(n) if n <= MAX_REPEAT => Ok(n),
-                _ => Err(format!(
-                    "repetition counts above {MAX_REPEAT} are not supported"
-                )),
-            }
-        }
-
-        fn class(&mut self) -> Result<Class, String> {
-            let negated = self.eat('^');
-            let mut items = Vec::new();
-            loop {
-                let Some(c) = self.next() else {
-                    return Err("unclosed character class".to_owned());
-                };
-                let lo = match c {
-                    ']' if items.is_empty() => return Err("empty character class".to_owned()),
-                    ']' => return Ok(Class { negated, items }),
-                    '[' => return Err("nested classes and unions are not supported".to_owned()),
-                    '&' if self.peek() == Some('&') => {
-                        return Err("class intersections are not supported".to_owned())
-                    }
-                    '\\' => match self.escape(true)? {
-                        Escaped::Char(c) => c,
-                        Escaped::Set(ranges, negated) => {
-                            items.push(Item::Set(ranges, negated));
-                            continue;
-                        }
-                        Escaped::Quoted(_) => {
-                            return Err("\\Q inside a class is not supported".to_owned())
-                        }
-                    },
-                    c => c,
-                };
-                // A range, unless the '-' is the class's last character.
-                if self.peek() == Some('-')
-                    && self.chars.get(self.at + 1).is_some_and(|&c| c != ']')
-                {
-                    self.at += 1;
-                    let hi = match self.next() {
-                        Some('\\') => match self.escape(true)? {
-                            Escaped::Char(c) => c,
-                            _ => return Err("a class cannot end a range".to_owned()),
-                        },
-                        Some('[') => {
-                            return Err("nested classes and unions are not supported".to_owned())
-                        }
-                        Some(c) => c,
-                        None => return Err("unclosed character class".to_owned()),
-                    };
-                    if hi < lo {
-                        return Err(format!("illegal character range {lo}-{hi}"));
-                    }
-                    items.push(Item::Range(lo, hi));
-                } else {
-                    items.push(Item::Range(lo, lo));
-                }
-            }
-        }
-
-        /// After a `\`.
-        fn escape(&mut self, in_class: bool) -> Result<Escaped, String> {
-            let Some(c) = self.next() else {
-                return Err("a trailing '\\'".to_owned());
-            };
-            Ok(Escaped::Char(match c {
-                'd' => return Ok(Escaped::Set(DIGIT, false)),
-                'D' => return Ok(Escaped::Set(DIGIT, true)),
-                'w' => return Ok(Escaped::Set(WORD, false)),
-                'W' => return Ok(Escaped::Set(WORD, true)),
-                's' => return Ok(Escaped::Set(SPACE, false)),
-                'S' => return Ok(Escaped::Set(SPACE, true)),
-                't' => '\t',
-                'n' => '\n',
-                'r' => '\r',
-                'f' => '\x0c',
-                'a' => '\x07',
-                'e' => '\x1b',
-                'x' => self.hex(2)?,
-                'u' => self.hex(4)?,
-                '0' => self.octal()?,
-                'Q' if !in_class => {
-                    let mut quoted = Vec::new();
-                    while let Some(c) = self.next() {
-                        if c == '\\' && self.peek() == Some('E') {
-                            self.at += 1;
-                            break;
-                        }
-                        quoted.push(c);
-                    }
-                    return Ok(Escaped::Quoted(quoted));
-                }
-                '1'..='9' => return Err("back references are not supported".to_owned()),
-                c if c.is_ascii_alphanumeric() => {
-                    return Err(format!("the escape \\{c} is not supported"))
-                }
-                c => c,
-            }))
-        }
-
-        fn hex(&mut self, digits: usize) -> Result<char, String> {
-            let mut value = 0u32;
-            for _ in 0..digits {
-                let d = self
-                    .next()
-                    .and_then(|c| c.to_digit(16))
-                    .ok_or_else(|| "malformed hexadecimal escape".to_owned())?;
-                value = value * 16 + d;
-            }
-            char::from_u32(value).ok_or_else(|| "an escape of a surrogate".to_owned())
-        }
-
-        /// `\0n`, `\0nn` or `\0mnn` (m at most 3), as Java reads them.
-        fn octal(&mut self) -> Result<char, String> {
-            let mut value = 0u32;
-            let mut count = 0;
-            while let Some(d) = self.peek().and_then(|c| c.to_digit(8)) {
-                if count == 3 || (count == 2 && value > 0o37) {
-                    break;
-                }
-                value = value * 8 + d;
-                count += 1;
-                self.at += 1;
-            }
-            if count == 0 {
-                return Err("malformed octal escape".to_owned());
-            }
-            char::from_u32(value).ok_or_else(|| "malformed octal escape".to_owned())
-        }
-    }
-
-    /// Turns [`Node`]s into instructions.
-    struct Compiler {
-        program: Vec<Inst>,
-        classes: Vec<Class>,
-    }
-
-    impl Compiler {
-        fn push(&mut self, inst: Inst) -> Result<usize, String> {
-            if self.program.len() >= MAX_PROGRAM {
-                return Err("the pattern is too large".to_owned());
-            }
-            self.program.push(inst);
-            Ok(self.program.len() - 1)
-        }
-
-        fn emit(&mut self, node: &Node) -> Result<(), String> {
-            match node {
-                Node::Char(c) => {
-                    self.push(Inst::Char(*c))?;
-                }
-                Node::Any => {
-                    self.push(Inst::Any)?;
-                }
-                Node::Class(class) => {
-                    self.classes.push(class.clone());
-                    self.push(Inst::Class(self.classes.len() - 1))?;
-                }
-                Node::Start => {
-                    self.push(Inst::Start)?;
-                }
-                Node::End => {
-                    self.push(Inst::End)?;
-                }
-                Node::Group(inner, capture) => {
-                    if let Some(n) = capture {
-                        self.push(Inst::Save(2 * n))?;
-                    }
-                    self.emit(inner)?;
-                    if let Some(n) = capture {
-                        self.push(Inst::Save(2 * n + 1))?;
-                    }
-                }
-                Node::Concat(items) => {
-                    for item in items {
-                        self.emit(item)?;
-                    }
-                }
-                Node::Alt(alternatives) => {
-                    let mut ends = Vec::new();
-                    let (last, rest) = alternatives
-                        .split_last()
-                        .ok_or_else(|| "an empty alternation".to_owned())?;
-                    for alternative in rest {
-                        let split = self.push(Inst::Split(0, 0))?;
-                        self.emit(alternative)?;
-                        ends.push(self.push(Inst::Jmp(0))?);
-                        self.program[split] = Inst::Split(split + 1, self.program.len());
-                    }
-                    self.emit(last)?;
-                    let end = self.program.len();
-                    for jmp in ends {
-                        self.program[jmp] = Inst::Jmp(end);
-                    }
-                }
-                Node::Repeat {
-                    node,
-                    min,
-                    max,
-                    greedy,
-                } => {
-                    for _ in 0..*min {
-                        self.emit(node)?;
-                    }
-                    let split = |body: usize, out: usize| {
-                        if *greedy {
-                            Inst::Split(body, out)
-                        } else {
-                            Inst::Split(out, body)
-                        }
-                    };
-                    match max {
-                        None => {
-                            let head = self.push(Inst::Split(0, 0))?;
-                            self.emit(node)?;
-                            self.push(Inst::Jmp(head))?;
-                            self.program[head] = split(head + 1, self.program.len());
-                        }
-                        Some(max) => {
-                            let mut heads = Vec::new();
-                            for _ in *min..*max {
-                                heads.push(self.push(Inst::Split(0, 0))?);
-                                self.emit(node)?;
-                            }
-                            let end = self.program.len();
-                            for head in heads {
-                                self.program[head] = split(head + 1, end);
-                            }
-                        }
-                    }
-                }
-            }
-            Ok(())
-        }
-    }
-
-    /// Java's line terminators, which `.` does not match and `$` may precede.
-    fn is_line_terminator(c: char) -> bool {
-        matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}')
-    }
-
-    /// Java's `$` without MULTILINE: at the end, or before a line terminator that ends the text.
-    fn at_end(text: &[char], at: usize) -> bool {
-        match &text[at.min(text.len())..] {
-            [] => true,
-            ['\r', '\n'] => true,
-            [c] => is_line_terminator(*c),
-            _ => false,
-        }
-    }
-
-    /// What backtracking returns to: a thread to run, or a capture to restore.
-    enum Job {
-        Run(usize, usize),
-        Restore(usize, Option<usize>),
-    }
-
-    /// Capture positions: group n's start and end at 2n and 2n+1.
-    type Slots = Vec<Option<usize>>;
-
-    impl Regex {
-        /// Compiles `pattern`, or says why it cannot be.
-        pub(super) fn new(pattern: &str) -> Result<Regex, String> {
-            let mut parser = Parser {
-                chars: pattern.chars().collect(),
-                at: 0,
-                groups: 0,
-            };
-            let node = parser.alternation(0)?;
-            if parser.at < parser.chars.len() {
-                return Err("unmatched ')'".to_owned());
-            }
-            let mut compiler = Compiler {
-                program: Vec::new(),
-                classes: Vec::new(),
-            };
-            compiler.push(Inst::Save(0))?;
-            compiler.emit(&node)?;
-            compiler.push(Inst::Save(1))?;
-            compiler.push(Inst::Match)?;
-            Ok(Regex {
-                program: compiler.program,
-                classes: compiler.classes,
-                groups: parser.groups,
-            })
-        }
-
-        /// The number of capturing groups.
-        pub(super) fn groups(&self) -> usize {
-            self.groups
-        }
-
-        /// Whether the pattern matches the whole of `text` (Java's `Matcher.matches`).
-        pub(super) fn matches(&self, text: &[char]) -> Result<bool, String> {
-            let mut budget = MAX_STATES;
-            let mut visited = self.visited(text, 0, &mut budget)?;
-            let mut slots = Vec::new();
-            Ok(self.run(text, 0, 0, true, &mut visited, &mut slots))
-        }
-
-        /// `text` with every match replaced (Java's `String.replaceAll`).
-        pub(super) fn replace_all(
-            &self,
-            text: &[char],
-            replacement: &Replacement,
-        ) -> Result<String, String> {
-            let mut out = String::new();
-            let mut copied = 0;
-            let mut from = 0;
-            let mut budget = MAX_STATES;
-            while from <= text.len() {
-                let Some(slots) = self.find(text, from, &mut budget)? else {
+    let mut last = Last::Other;
+    while let Some(&c) = chars.get(at) {
+        at += 1;
+        let after = std::mem::replace(&mut last, Last::Other);
+        match c {
+            '\\' => {
+                let Some(&e) = chars.get(at) else {
+                    out.push('\\'); // the crate refuses a trailing '\'
                     break;
                 };
-                let (Some(start), Some(end)) = (slots[0], slots[1]) else {
-                    break;
-                };
-                out.extend(&text[copied..start]);
-                replacement.append(text, &slots, &mut out);
-                copied = end;
-                // After an empty match the next search starts one further on, as Java's does.
-                from = if end == start { end + 1 } else { end };
-            }
-            out.extend(&text[copied.min(text.len())..]);
-            Ok(out)
-        }
-
-        /// The leftmost match starting at or after `from`.
-        fn find(
-            &self,
-            text: &[char],
-            from: usize,
-            budget: &mut usize,
-        ) -> Result<Option<Slots>, String> {
-            let mut visited = self.visited(text, from, budget)?;
-            let mut slots = Vec::new();
-            for start in from..=text.len() {
-                // What failed from an earlier start fails from this one too: `visited` is kept.
-                if self.run(text, from, start, false, &mut visited, &mut slots) {
-                    return Ok(Some(slots));
-                }
-            }
-            Ok(None)
-        }
-
-        /// A clear set of the (instruction, position) pairs of a search from `from`, taken from
-        /// `budget`.
-        fn visited(
-            &self,
-            text: &[char],
-            from: usize,
-            budget: &mut usize,
-        ) -> Result<Vec<u64>, String> {
-            let states = self
-                .program
-                .len()
-                .saturating_mul(text.len().saturating_sub(from) + 1);
-            *budget = budget.checked_sub(states).ok_or_else(|| {
-                format!(
-                    "the rule is too costly for a name of {} characters",
-                    text.len()
-                )
-            })?;
-            Ok(vec![0; states.div_ceil(64)])
-        }
-
-        /// Backtracks from `start` (at or after `from`, where `visited` begins); on success
-        /// `slots` holds the captures.
-        fn run(
-            &self,
-            text: &[char],
-            from: usize,
-            start: usize,
-            whole: bool,
-            visited: &mut [u64],
-            slots: &mut Slots,
-        ) -> bool {
-            slots.clear();
-            slots.resize(2 * (self.groups + 1), None);
-            let width = text.len() - from + 1;
-            let mut jobs = vec![Job::Run(0, start)];
-            while let Some(job) = jobs.pop() {
-                let (mut pc, mut at) = match job {
-                    Job::Run(pc, at) => (pc, at),
-                    Job::Restore(slot, old) => {
-                        slots[slot] = old;
-                        continue;
+                at += 1;
+                let pick = |set: [&'static str; 2]| set[usize::from(e.is_ascii_uppercase())];
+                match e {
+                    'd' | 'D' => out.push_str(pick([r"[0-9]", r"[^0-9]"])),
+                    'w' | 'W' => out.push_str(pick([r"[0-9A-Za-z_]", r"[^0-9A-Za-z_]"])),
+                    's' | 'S' => out.push_str(pick(JAVA_SPACE)),
+                    'h' | 'H' => out.push_str(pick(JAVA_HORIZONTAL)),
+                    'v' | 'V' => out.push_str(pick(JAVA_VERTICAL)),
+                    '<' | '>' => out.push(e),
+                    '0' => {
+                        return Err(
+                            "octal escapes (\\0...) are not supported: write \\x{...}".to_owned()
+                        )
                     }
-                };
-                loop {
-                    let state = pc * width + (at - from);
-                    let (word, bit) = (state / 64, 1u64 << (state % 64));
-                    if visited[word] & bit != 0 {
-                        break;
+                    'Q' => {
+                        return Err("\\Q...\\E is not supported: escape each character".to_owned())
                     }
-                    visited[word] |= bit;
-                    match self.program[pc] {
-                        Inst::Char(c) if text.get(at) == Some(&c) => {
-                            pc += 1;
-                            at += 1;
-                        }
-                        Inst::Any if text.get(at).is_some_and(|&c| !is_line_terminator(c)) => {
-                            pc += 1;
-                            at += 1;
-                        }
-                        Inst::Class(i)
-                            if text.get(at).is_some_and(|&c| self.classes[i].contains(c)) =>
-                        {
-                            pc += 1;
-                            at += 1;
-                        }
-                        Inst::Start if at == 0 => pc += 1,
-                        Inst::End if at_end(text, at) => pc += 1,
-                        Inst::Save(slot) => {
-                            jobs.push(Job::Restore(slot, slots[slot]));
-                            slots[slot] = Some(at);
-                            pc += 1;
-                        }
-                        Inst::Split(first, second) => {
-                            jobs.push(Job::Run(second, at));
-                            pc = first;
-                        }
-                        Inst::Jmp(to) => pc = to,
-                        Inst::Match if !whole || at == text.len() => return true,
-                        _ => break,
-                    }
-                }
-            }
-            false
-        }
-    }
-
-    /// A replacement as Java's `Matcher.appendReplacement` reads it: `$n` is group n, `\c` is
-    /// `c`; then as Kafka's rules write it: a `$n` whose first digit names no group is literal
-    /// text (Kafka escapes those before Java sees them).
-    #[derive(Debug)]
-    pub(super) struct Replacement(Vec<Piece>);
-
-    /// Text, or a group's capture.
-    #[derive(Debug)]
-    enum Piece {
-        Text(String),
-        Group(usize),
-    }
-
-    impl Replacement {
-        /// Reads `text` for a pattern with `groups` capturing groups.
-        pub(super) fn new(text: &str, groups: usize) -> Result<Replacement, String> {
-            let mut pieces = Vec::new();
-            let mut literal = String::new();
-            let mut chars = text.chars().peekable();
-            while let Some(c) = chars.next() {
-                match c {
-                    '\\' => literal.push(chars.next().ok_or_else(|| "a trailing '\\'".to_owned())?),
-                    '$' => {
-                        let Some(first) = chars.peek().and_then(|c| c.to_digit(10)) else {
-                            return Err(match chars.peek() {
-                                Some('{') => "named groups (${name}) are not supported".to_owned(),
-                                _ => "'$' must be followed by a group number (write \\$ for a '$')"
-                                    .to_owned(),
-                            });
+                    'p' | 'P' | 'x' => {
+                        // The braces, if any, are the escape's (`\x{41}+` is not possessive).
+                        let braced = match chars.get(at) {
+                            Some('{') => chars[at..].iter().position(|&c| c == '}'),
+                            _ => None,
                         };
-                        let first = first as usize;
-                        if first > groups && first != 0 && groups > 0 {
-                            // Kafka's escapeLiteralBackReferences: the `$` is text.
-                            literal.push('$');
+                        let Some(len) = braced else {
+                            out.push('\\');
+                            out.push(e);
                             continue;
+                        };
+                        let inner: String = chars[at + 1..at + len].iter().collect();
+                        at += len + 1;
+                        if e != 'x' && JAVA_POSIX.contains(&inner.as_str()) {
+                            let not = if e == 'P' { "^" } else { "" };
+                            out.push_str(&format!("[[:{not}{}:]]", inner.to_ascii_lowercase()));
+                        } else {
+                            out.push_str(&format!("\\{e}{{{inner}}}"));
                         }
-                        if first > groups {
-                            return Err(format!(
-                                "${first} names a group the pattern does not have ({groups})"
-                            ));
-                        }
-                        chars.next();
-                        // Java takes further digits while they still name a group.
-                        let mut group = first;
+                    }
+                    e => {
+                        out.push('\\');
+                        out.push(e);
+                    }
+                }
+            }
+            '[' => {
+                class += 1;
+                out.push('[');
+                if class > 1 && chars.get(at) == Some(&':') {
+                    // Java reads `[[:alpha:]]` as a class of ':', 'a', 'l', 'p' and 'h'.
+                    out.push_str("\\:");
+                    at += 1;
+                    continue;
+                }
+                if chars.get(at) == Some(&'^') {
+                    out.push('^');
+                    at += 1;
+                }
+                if chars.get(at) == Some(&']') {
+                    // A ']' first in a class is one of its members.
+                    out.push(']');
+                    at += 1;
+                }
+            }
+            ']' => {
+                class = class.saturating_sub(1);
+                out.push(']');
+            }
+            '-' | '~' if class > 0 && chars.get(at) == Some(&c) => {
+                return Err(format!(
+                    "'{c}{c}' in a class is not supported (the regex crate reads a set operation there): escape one"
+                ));
+            }
+            '(' if class == 0 => {
+                out.push('(');
+                if chars.get(at) == Some(&'?') {
+                    let flags = chars[at + 1..]
+                        .iter()
+                        .take_while(|c| c.is_ascii_alphabetic() || **c == '-');
+                    if flags.clone().any(|&c| c == 'U') {
+                        return Err(
+                            "the flag U (UNICODE_CHARACTER_CLASS) is not supported".to_owned()
+                        );
+                    }
+                    // The '?' is not a quantifier.
+                    out.push('?');
+                    at += 1;
+                }
+            }
+            '*' | '+' | '?' if class == 0 => {
+                last = match (after, c) {
+                    (Last::Other, _) => Last::Quantifier,
+                    (Last::Quantifier, '?') => Last::Lazy,
+                    (Last::Quantifier, '+') => {
+                        return Err(
+                            "possessive quantifiers (such as a*+) are not supported".to_owned()
+                        )
+                    }
+                    _ => return Err(format!("'{c}' cannot follow a quantifier")),
+                };
+                out.push(c);
+            }
+            '{' if class == 0 => {
+                // `{n}`, `{n,}` or `{n,m}`: a quantifier.
+                let counts = chars[at..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_digit() || **c == ',')
+                    .count();
+                out.push('{');
+                if counts > 0 && chars.get(at + counts) == Some(&'}') {
+                    if after != Last::Other {
+                        return Err("'{' cannot follow a quantifier".to_owned());
+                    }
+                    out.extend(&chars[at..=at + counts]);
+                    at += counts + 1;
+                    last = Last::Quantifier;
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+/// A rule's replacement as Kafka applies it, as a template for [`regex::Captures::expand`]:
+/// first Kafka's `escapeLiteralBackReferences`, then Java's `Matcher.appendReplacement` reading
+/// of the result (`\c` is `c`; `$n` the group of the longest number the pattern has, whose first
+/// digit is always taken; `${name}` a named group). What Java would throw on, at every name the
+/// rule applies to, is refused here.
+fn replacement_template(replacement: &str, pattern: &Regex) -> Result<String, String> {
+    use std::fmt::Write as _;
+    let groups = pattern.captures_len() - 1;
+    let java = escape_literal_back_references(replacement, groups)?;
+    let mut template = String::with_capacity(java.len());
+    let mut chars = java.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('$') => template.push_str("$$"),
+                Some(c) => template.push(c),
+                None => return Err("a trailing '\\'".to_owned()),
+            },
+            '$' => {
+                let group = match chars.next() {
+                    Some(d @ '0'..='9') => {
+                        let mut group = d as usize - '0' as usize;
                         while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
                             let longer = group * 10 + d as usize;
                             if longer > groups {
@@ -1184,108 +691,120 @@ mod java_regex {
                             group = longer;
                             chars.next();
                         }
-                        if !literal.is_empty() {
-                            pieces.push(Piece::Text(std::mem::take(&mut literal)));
+                        if group > groups {
+                            return Err(format!(
+                                "${group} names a group the pattern does not have ({groups})"
+                            ));
                         }
-                        pieces.push(Piece::Group(group));
+                        group
                     }
-                    c => literal.push(c),
-                }
+                    Some('{') => {
+                        let mut name = String::new();
+                        while let Some(c) = chars.next_if(char::is_ascii_alphanumeric) {
+                            name.push(c);
+                        }
+                        if chars.next() != Some('}') || name.is_empty() {
+                            return Err(
+                                "'${' must be followed by a group's name and '}'".to_owned()
+                            );
+                        }
+                        if name.starts_with(|c: char| c.is_ascii_digit()) {
+                            return Err(format!(
+                                "'${{{name}}}': a group's name starts with a letter"
+                            ));
+                        }
+                        pattern
+                            .capture_names()
+                            .position(|n| n == Some(name.as_str()))
+                            .ok_or_else(|| format!("the pattern has no group named '{name}'"))?
+                    }
+                    _ => return Err(
+                        "'$' must be followed by a group number or {name} (write \\$ for a '$')"
+                            .to_owned(),
+                    ),
+                };
+                write!(template, "${{{group}}}").expect("a String takes any text");
             }
-            if !literal.is_empty() {
-                pieces.push(Piece::Text(literal));
-            }
-            Ok(Replacement(pieces))
+            c => template.push(c),
         }
+    }
+    Ok(template)
+}
 
-        fn append(&self, text: &[char], slots: &[Option<usize>], out: &mut String) {
-            for piece in &self.0 {
-                match piece {
-                    Piece::Text(s) => out.push_str(s),
-                    Piece::Group(n) => {
-                        // A group that took no part in the match adds nothing, as in Java.
-                        if let (Some(Some(start)), Some(Some(end))) =
-                            (slots.get(2 * n), slots.get(2 * n + 1))
-                        {
-                            out.extend(&text[*start..*end]);
-                        }
-                    }
-                }
+/// Kafka's `escapeLiteralBackReferences`, quirks and all: with capturing groups, a `$n` that names
+/// no group even with its last digits dropped gets a `\` (so Java reads it as text). Kafka finds
+/// the `$n`s in the replacement as written but inserts each `\` at that offset (in UTF-16 units)
+/// into the text as already changed, so that each later such `$n` is escaped a place early per
+/// `\` before it (`$8-$9` becomes `\$8\-$9`, and Java then throws on `$9`).
+fn escape_literal_back_references(text: &str, groups: usize) -> Result<String, String> {
+    if groups == 0 {
+        return Ok(text.to_owned());
+    }
+    let is_digit = |u: &u16| (u16::from(b'0')..=u16::from(b'9')).contains(u);
+    let original: Vec<u16> = text.encode_utf16().collect();
+    let mut value = original.clone();
+    let mut at = 0;
+    while at < original.len() {
+        if original[at] != u16::from(b'$') {
+            at += 1;
+            continue;
+        }
+        let digits = original[at + 1..]
+            .iter()
+            .take_while(|u| is_digit(u))
+            .count();
+        if digits == 0 {
+            at += 1;
+            continue;
+        }
+        let dollar = at;
+        at += 1 + digits;
+        if original[dollar + 1] == u16::from(b'0') {
+            continue;
+        }
+        let number = String::from_utf16_lossy(&original[dollar + 1..at]);
+        // Java's Integer.parseInt, which throws past i32::MAX.
+        let mut index = number
+            .parse::<u32>()
+            .ok()
+            .filter(|&n| n <= i32::MAX as u32)
+            .ok_or_else(|| format!("${number}: Kafka cannot read a group number this large"))?
+            as usize;
+        while index > groups && index >= 10 {
+            index /= 10;
+        }
+        if index > groups {
+            value.insert(dollar, u16::from(b'\\'));
+        }
+    }
+    String::from_utf16(&value).map_err(|_| {
+        "Kafka would split a character escaping its '$'s: write \\$ where a '$' is text".to_owned()
+    })
+}
+
+/// `dn` with every match of `search` replaced by `template`, as Java's `String.replaceAll`
+/// finds them: a match may start where the one before it ended, even empty (the crate's own
+/// `replace_all` skips an empty match there), and after an empty match the next search starts
+/// one character on.
+fn replace_all(search: &Regex, template: &str, dn: &str) -> String {
+    let mut out = String::with_capacity(dn.len());
+    let mut copied = 0;
+    let mut from = 0;
+    while let Some(captures) = search.captures_at(dn, from) {
+        let found = captures.get(0).expect("group 0 is the match");
+        out.push_str(&dn[copied..found.start()]);
+        captures.expand(template, &mut out);
+        copied = found.end();
+        from = copied;
+        if found.is_empty() {
+            match dn[copied..].chars().next() {
+                Some(c) => from += c.len_utf8(),
+                None => break,
             }
         }
     }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        fn matches(pattern: &str, text: &str) -> bool {
-            let chars: Vec<char> = text.chars().collect();
-            Regex::new(pattern).unwrap().matches(&chars).unwrap()
-        }
-
-        fn replace(pattern: &str, replacement: &str, text: &str) -> String {
-            let regex = Regex::new(pattern).unwrap();
-            let replacement = Replacement::new(replacement, regex.groups()).unwrap();
-            let chars: Vec<char> = text.chars().collect();
-            regex.replace_all(&chars, &replacement).unwrap()
-        }
-
-        #[test]
-        fn matching_as_java_does() {
-            assert!(matches("abc", "abc"));
-            assert!(!matches("abc", "abcd"));
-            assert!(matches("a|ab", "ab"));
-            assert!(matches("^CN=(.*?),OU=(.*?)$", "CN=a,OU=b"));
-            assert!(matches("[^,]+,[a-z0-9_-]{2,3}", "x y,a-1"));
-            assert!(!matches("[^,]+,[a-z]{2,3}", "x,abcd"));
-            assert!(matches("\\d+\\s\\w*\\W", "42 abc!"));
-            assert!(matches("[\\d.]+", "1.2.3"));
-            assert!(matches("(?:ab)*c?", "abab"));
-            assert!(matches("a.c", "a\u{e9}c"));
-            assert!(!matches("a.c", "a\nc"));
-            // `$` may precede a final line terminator, but `matches` needs all of the text.
-            assert!(!matches("abc$", "abc\n"));
-            assert!(matches("\\Q.*\\E", ".*"));
-            assert!(!matches("\\Q.*\\E", "ab"));
-            assert!(matches("\\x41\\u0042\\0103\\.", "ABC."));
-            assert!(matches("(a*)*b", "aaab"));
-            // Catastrophic patterns for a plain backtracker end at once here.
-            let long = "a".repeat(5000);
-            assert!(!matches("(a*)*b", &long));
-            assert!(!matches("(a|aa)*c", &long));
-        }
-
-        #[test]
-        fn replacing_as_java_does() {
-            assert_eq!(replace("^CN=(.*?),.*$", "$1", "CN=alice,OU=eng"), "alice");
-            assert_eq!(replace("a", "b", "banana"), "bbnbnb");
-            assert_eq!(replace("x*", "-", "abc"), "-a-b-c-");
-            assert_eq!(replace("(a)(b)?", "[$2$1]", "ac"), "[a]c");
-            assert_eq!(replace("(.)", "$11", "x"), "x1");
-            assert_eq!(replace("(.)", "\\$1", "x"), "$1");
-            // Kafka leaves `$n` naming no group as it is.
-            assert_eq!(replace("(.)", "$2", "x"), "$2");
-            assert_eq!(replace("ab", "$0$0", "ab"), "abab");
-            assert_eq!(replace("c$", "X", "abc\n"), "abX\n");
-        }
-
-        #[test]
-        fn unsupported_or_malformed_patterns_are_refused() {
-            for bad in [
-                "(a", "a)", "[a", "[]", "[b-a]", "*a", "a**", "a{2", "a{x}", "a{3,2}", "a{5000}",
-                "(?=a)", "(?<n>a)", "(?i)a", "a*+", "\\1", "\\b", "\\p{L}", "[a[b]]", "[a&&b]",
-                "\\", "\\x4", "\\uD800",
-            ] {
-                assert!(Regex::new(bad).is_err(), "{bad}");
-            }
-            assert!(Regex::new(&"(".repeat(200)).is_err());
-            assert!(Regex::new("(a{1000}){1000}").is_err());
-            for bad in ["$", "$x", "${name}", "\\", "$1"] {
-                assert!(Replacement::new(bad, 0).is_err(), "{bad}");
-            }
-        }
-    }
+    out.push_str(&dn[copied..]);
+    out
 }
 
 #[cfg(test)]
@@ -1709,6 +1228,157 @@ mod tests {
         assert_eq!(map("RULE:.*/$0!/", "ab").unwrap(), "ab!!");
     }
 
+    /// Whether a rule with `pattern` applies to `dn`.
+    fn applies(pattern: &str, dn: &str) -> bool {
+        map(&format!("RULE:{pattern}/x/"), dn).is_ok()
+    }
+
+    #[test]
+    fn patterns_match_as_java_does() {
+        assert!(applies("abc", "abc"));
+        // The whole name, by whichever alternative gets there (Java's `matches`).
+        assert!(!applies("abc", "abcd"));
+        assert!(!applies("bc", "abc"));
+        assert!(applies("a|ab", "ab"));
+        assert!(applies("a|b", "b"));
+        assert!(applies("^CN=(.*?),OU=(.*?)$", "CN=a,OU=b"));
+        assert!(applies("[^,]+,[a-z0-9_-]{2,3}", "x y,a-1"));
+        assert!(!applies("[^,]+,[a-z]{2,3}", "x,abcd"));
+        assert!(applies("\\d+\\s\\w*\\W", "42 abc!"));
+        assert!(applies("[\\d.]+", "1.2.3"));
+        assert!(applies("[\\w.-]+@[^\\s,]+", "a.b-c@x\u{a0}y"));
+        assert!(applies("(?:ab)*c?", "abab"));
+        assert!(applies("a.c", "a\u{e9}c"));
+        assert!(!applies("a.c", "a\nc"));
+        assert!(!applies("a.c", "a\rc"));
+        assert!(!applies("abc$", "abc\n"));
+        assert!(applies("\\x41\\u0042\\x{43}\\.", "ABC."));
+        assert!(applies("(?i)cn=(?<name>.*)", "CN=a"));
+        assert!(applies("(a*)*b", "aaab"));
+        assert!(applies("[a-z&&[^aeiou]]+[a[0-9]]", "xyz7"));
+        assert!(!applies("[a-z&&[^aeiou]]+", "xa"));
+        assert!(applies("CN=\\b.*", "CN=x"));
+        // Java's \d, \w, \s and POSIX classes are ASCII; Unicode categories are Unicode.
+        assert!(!applies("CN=\\w+", "CN=Jos\u{e9}"));
+        assert!(applies("CN=\\W", "CN=\u{e9}"));
+        assert!(!applies("\\d", "\u{663}"));
+        assert!(!applies("\\s", "\u{a0}"));
+        assert!(applies("[^\\S]", " "));
+        assert!(!applies("\\p{Alpha}+", "Jos\u{e9}"));
+        assert!(applies("\\P{Alpha}", "\u{e9}"));
+        assert!(applies("[\\p{Alnum}.-]+", "a-1.b"));
+        assert!(applies("\\pL+", "Jos\u{e9}"));
+        assert!(applies("\\h\\v", "\u{a0}\u{2028}"));
+        // Java reads `[:` in a class, and `\<`, as literals.
+        assert!(applies("[[:alpha:]]+", "pha:"));
+        assert!(!applies("[[:alpha:]]", "b"));
+        assert!(applies("\\<CN=(.*)\\>", "<CN=a>"));
+        // Not quantifiers, so not possessive: escaped, braced, in a class, a lone '}'.
+        assert!(applies("a\\++", "a++"));
+        assert!(applies("\\x{41}+", "AA"));
+        assert!(applies("[a+]+", "a+"));
+        assert!(applies("x}+", "x}}"));
+        assert!(applies("[]a]+", "]a"));
+        assert!(applies("[(?U)]+", "(?U)"));
+        assert!(applies("a{2}?b??", "aa"));
+        // A pattern may end in a (?x) comment.
+        assert!(applies("(?x) CN = (.*) # the name", "CN=a"));
+        // Catastrophic patterns for a backtracker end at once.
+        let long = "a".repeat(5000);
+        assert!(!applies("(a*)*b", &long));
+        assert!(!applies("(a|aa)*c", &long));
+    }
+
+    #[test]
+    fn replacing_as_kafka_does() {
+        let apply = |rules: &str, dn: &str| map(rules, dn).unwrap();
+        // Every match of the pattern, as Java's replaceAll finds them (an empty one too, right
+        // after another).
+        assert_eq!(apply("RULE:[a-c]*/-/", "abc"), "--");
+        assert_eq!(apply("RULE:a*|.*/-/", "baaac"), "-b--c-");
+        assert_eq!(apply("RULE:.*/$0!/", "ab"), "ab!!");
+        assert_eq!(apply("RULE:(?s).*/[$0]/", "a\u{e9}\n"), "[a\u{e9}\n][]");
+        // A group that took no part adds nothing.
+        assert_eq!(apply("RULE:(a)(b)?(c)/[$2$1$3]/", "ac"), "[ac]");
+        // Java takes the longest group number the pattern has; `\` makes text.
+        assert_eq!(apply("RULE:(.)/$11/", "x"), "x1");
+        assert_eq!(apply("RULE:(a)(b)/$01/", "ab"), "a");
+        assert_eq!(apply("RULE:(.)/\\$1/", "x"), "$1");
+        assert_eq!(apply("RULE:CN=(.*)/\\\\$1\\//", "CN=a"), "\\a/");
+        assert_eq!(apply("RULE:ab/$0$0/", "ab"), "abab");
+        // Kafka leaves a `$n` that names no group (even shortened) as it is.
+        assert_eq!(apply("RULE:(.)/$2/", "x"), "$2");
+        assert_eq!(apply("RULE:(a)(b)/$23/", "ab"), "b3");
+        assert_eq!(apply("RULE:(a)(b)/$31/", "ab"), "$31");
+        assert_eq!(
+            apply("RULE:(\u{e9})/\u{1f600}$8 $1/", "\u{e9}"),
+            "\u{1f600}$8 \u{e9}"
+        );
+        // Named groups, as Java names them.
+        assert_eq!(
+            apply("RULE:CN=(?<user>[^,]+),.*/${user}/U", "CN=bob,O=x"),
+            "BOB"
+        );
+    }
+
+    #[test]
+    fn unsupported_patterns_are_refused() {
+        let deep = "(".repeat(300) + &")".repeat(300);
+        for pattern in [
+            "(a",
+            "a)",
+            "a)|(b",
+            "[a",
+            "[]",
+            "[b-a]",
+            "*a",
+            "a**",
+            "a{2",
+            "a{x}",
+            "a{3,2}",
+            "a?{2}",
+            // Java syntax the regex crate does not have, or reads otherwise.
+            "(?=a)",
+            "(?!a)",
+            "(?<=a)",
+            "(?<!a)",
+            "(?>a)",
+            "a*+",
+            "a++",
+            "a?+",
+            "a{2}+",
+            "(?:ab)++",
+            "a*?+",
+            "(a)\\1",
+            "(?<n>a)\\k<n>",
+            "\\Q.*\\E",
+            "\\0101",
+            "\\x4",
+            "\\uD800",
+            "(?U)\\w",
+            "(?iU:a)",
+            "[a-z--b]",
+            "[a~~b]",
+            "\\Ga",
+            "a\\Z",
+            "\\R",
+            "(?d)a",
+            "\\p{javaLowerCase}",
+            // Too large to compile, or too deep.
+            "(a{1000}){1000}",
+            &deep,
+        ] {
+            let rule = format!("RULE:{pattern}/x/");
+            let e = PrincipalMapper::parse(&rule).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!(
+                    "ssl.principal.mapping.rules: invalid rule '{rule}': pattern: "
+                )),
+                "{pattern}: {e}"
+            );
+        }
+    }
+
     #[test]
     fn malformed_rules_are_refused() {
         for rules in [
@@ -1720,6 +1390,16 @@ mod tests {
             "RULE:(/x/",
             "RULE:(a)/$2x$/",
             "RULE:\\1/x/",
+            // Replacements Java's replaceAll would throw on.
+            "RULE:a/x$/",
+            "RULE:a/$x/",
+            "RULE:a/$1/",
+            "RULE:(a)/${name}/",
+            "RULE:(?<n>a)/${n/",
+            "RULE:(?<n>a)/${1}/",
+            "RULE:(a)/$99999999999/",
+            // Kafka's escaping misplaces the second `\`, leaving `$9` a group reference.
+            "RULE:(a)/$8-$9/",
         ] {
             let e = PrincipalMapper::parse(rules).unwrap_err().to_string();
             assert!(
