@@ -342,9 +342,8 @@ pub(super) fn alter_by_entity(
     }
     let results = match &h.store {
         None => h.engine.alter(&batch, validate_only),
-        Some(store) => h
-            .engine
-            .alter_durably(&batch, validate_only, |changes| store.persist(changes))
+        Some(store) => store
+            .commit(&h.engine, &batch, validate_only)
             .map_err(|e| {
                 ApiError::new(
                     ErrorCode::UNKNOWN_SERVER_ERROR,

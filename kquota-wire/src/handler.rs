@@ -79,10 +79,11 @@ impl Handler {
         &self.principal_builder
     }
 
-    /// Makes alterations durable: AlterClientQuotas and AlterQuotas commit through
-    /// [`Engine::alter_durably`], writing the validated changes to `store` before they become
-    /// visible. If the store fails, nothing is applied and every entry of the request is answered
-    /// with `UNKNOWN_SERVER_ERROR` (-1), as Kafka answers a request that fails as a whole.
+    /// Makes alterations durable: AlterClientQuotas and AlterQuotas commit through the store's
+    /// [`Persistence::commit`] (by default [`Engine::alter_durably`], writing the validated
+    /// changes to `store` before they become visible; a replicated log orders them first). If the
+    /// store fails, nothing is applied and every entry of the request is answered with
+    /// `UNKNOWN_SERVER_ERROR` (-1), as Kafka answers a request that fails as a whole.
     pub fn with_store(mut self, store: Arc<dyn Persistence>) -> Handler {
         self.store = Some(store);
         self

@@ -24,7 +24,7 @@ pub enum Outcome {
 pub enum CloseReason {
     /// The frame does not hold a request header.
     MalformedHeader(CodecError),
-    /// An API key this handler does not serve (unknown to Kafka, or not one of [`SUPPORTED_APIS`]).
+    /// An API key this handler does not serve (unknown to Kafka, or not one of [`SUPPORTED_APIS`](crate::SUPPORTED_APIS)).
     UnsupportedApi {
         /// The request's API key.
         api_key: i16,
