@@ -174,6 +174,8 @@ pub mod meter {
     // The meter, shared by every connection, and the meter of one connection.
     pub use client::ClientMeter;
     pub use shared::Meter;
+    // Cluster-wide `bps` limits split by shared usage.
+    pub use shared::BpsSplit;
     // Its settings.
     pub use config::{MeterConfig, MeterConfigBuilder, MeterConfigError};
     // Its clock: the real one, or one a test moves by hand.

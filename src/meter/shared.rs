@@ -2,7 +2,7 @@
 //! the sweep that drops idle buckets.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use dashmap::DashMap;
 
@@ -36,6 +36,25 @@ pub(super) struct Inner {
     last_sweep: AtomicU64,
     /// Counts sweeps that dropped buckets, so connections check their buckets only after one.
     pub(super) sweeps: AtomicU64,
+    /// This instance's part of cluster-wide `bps` limits, when instances share their usage.
+    bps_split: OnceLock<Arc<dyn BpsSplit>>,
+}
+
+/// How an instance's part of a cluster-wide `bps` limit is decided when the instances that
+/// enforce it share their usage (for example in proportion to each one's demand), in place of
+/// the limit divided by the live instance count. Consulted on every request metered against a
+/// `bps` key, so it must answer from memory (never the network).
+pub trait BpsSplit: Send + Sync + std::fmt::Debug {
+    /// This instance's limit, in bytes/s, for the bucket of `key` shared by `owner` whose
+    /// cluster-wide limit is `limit` bytes/s; `None` to fall back to `limit` divided by the
+    /// engine's live instance count (for example when the shared view is too old).
+    fn local_limit(
+        &self,
+        key: QuotaKey,
+        owner: &BucketOwner,
+        limit: f64,
+        now_ms: u64,
+    ) -> Option<f64>;
 }
 
 /// Meters requests against the engine's quotas. Cheap to clone; share it between threads.
@@ -72,8 +91,15 @@ impl Meter {
                 shares: Default::default(),
                 last_sweep: AtomicU64::new(0),
                 sweeps: AtomicU64::new(0),
+                bps_split: OnceLock::new(),
             }),
         }
+    }
+
+    /// Splits cluster-wide `bps` limits with `split` from now on (once: a meter keeps the first
+    /// split it is given; false if it already had one).
+    pub fn set_bps_split(&self, split: Arc<dyn BpsSplit>) -> bool {
+        self.inner.bps_split.set(split).is_ok()
     }
 
     /// The engine whose quotas are metered.
@@ -284,7 +310,13 @@ impl Inner {
     /// [`Inner::broker_limit`] for the units that depend on the cluster: `bps` and `shares`.
     fn scaled_limit(&self, bucket: &Bucket, key: QuotaKey, value: f64, now: u64) -> Option<f64> {
         match key.unit() {
-            Unit::Bps => Some(value / f64::from(self.engine.broker_view().broker_count)),
+            Unit::Bps => {
+                let split = self.bps_split.get();
+                let shared = split.and_then(|s| s.local_limit(key, &bucket.owner, value, now));
+                Some(shared.unwrap_or_else(|| {
+                    value / f64::from(self.engine.broker_view().broker_count.max(1))
+                }))
+            }
             Unit::Shares => {
                 let view = self.engine.broker_view();
                 let capacity = match key.quota_type() {

@@ -446,3 +446,51 @@ fn kip55_remainder_is_shared_by_the_other_clients() {
     within_5_percent(rates[0], 100_000.0);
     within_5_percent(rates[1] + rates[2], 200_000.0);
 }
+
+/// A split that gives alice's bucket a fixed part, and nobody else's.
+#[derive(Debug)]
+struct FixedSplit;
+
+impl kquota::meter::BpsSplit for FixedSplit {
+    fn local_limit(
+        &self,
+        key: QuotaKey,
+        owner: &BucketOwner,
+        limit: f64,
+        _now: u64,
+    ) -> Option<f64> {
+        assert_eq!(key, QuotaKey::PRODUCER_BPS);
+        (*owner == BucketOwner::User("alice".into())).then_some(limit * 0.7)
+    }
+}
+
+#[test]
+fn a_bps_split_decides_the_local_part_and_none_falls_back_to_the_instance_count() {
+    let engine = Engine::builder().broker_count(4).build().unwrap();
+    let (_, _, meter) = setup(
+        engine,
+        &[
+            user("alice").set("producer_byte_rate:bps", 10_000.0),
+            user("bob").set("producer_byte_rate:bps", 10_000.0),
+        ],
+    );
+    assert!(meter.set_bps_split(Arc::new(FixedSplit)));
+    assert!(
+        !meter.set_bps_split(Arc::new(FixedSplit)),
+        "the first split stays"
+    );
+    meter.client("alice", "c").produce(1);
+    meter.client("bob", "c").produce(1);
+    let limits: Vec<_> = meter
+        .snapshot()
+        .into_iter()
+        .map(|b| (b.owner.to_string(), b.limit))
+        .collect();
+    assert_eq!(
+        limits,
+        vec![
+            ("(user=alice)".to_owned(), 7_000.0),
+            ("(user=bob)".to_owned(), 2_500.0)
+        ]
+    );
+}
