@@ -1,0 +1,110 @@
+//! [`ClusterConfig`]: where the Kafka cluster is, how to reach it, the topics and the timings;
+//! and [`ClusterError`], why joining or committing failed.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+
+/// The topic the configuration is kept in, by default.
+pub const DEFAULT_CONFIG_TOPIC: &str = "_kquota_config";
+/// The topic instances announce themselves in, by default.
+pub const DEFAULT_MEMBERS_TOPIC: &str = "_kquota_members";
+/// The topic instances share their `bps` usage in, by default.
+pub const DEFAULT_USAGE_TOPIC: &str = "_kquota_usage";
+
+/// How instances reach each other through Kafka. [`ClusterConfig::new`] gives the defaults.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ClusterConfig {
+    /// Kafka's `bootstrap.servers`.
+    pub bootstrap_servers: String,
+    /// More librdkafka client properties (`security.protocol`, `sasl.*`, `ssl.*`...), applied to
+    /// every client this crate makes.
+    pub client_properties: BTreeMap<String, String>,
+    /// This instance's id, unique among the instances (it names its heartbeats, its usage and
+    /// its alterations in the log).
+    pub instance_id: String,
+    /// The configuration topic: one partition, compacted.
+    pub config_topic: String,
+    /// The membership topic.
+    pub members_topic: String,
+    /// The usage topic.
+    pub usage_topic: String,
+    /// The replication factor of the topics this crate creates (-1: the cluster's default).
+    pub replication_factor: i32,
+    /// How long an alteration may wait to be appended and applied before it is refused (it may
+    /// still be applied later: the client is told it timed out, not that it failed).
+    pub alter_timeout: Duration,
+    /// How often an instance announces itself.
+    pub heartbeat_interval: Duration,
+    /// An instance not heard from for this long is no longer counted.
+    pub member_expiry: Duration,
+    /// How often an instance shares its `bps` usage.
+    pub usage_interval: Duration,
+    /// A shared view older than this is not used: `bps` limits fall back to the limit divided
+    /// by the live instance count.
+    pub usage_max_age: Duration,
+}
+
+impl ClusterConfig {
+    /// Instance `instance_id` of the cluster at `bootstrap_servers`, with the default topics and
+    /// timings.
+    pub fn new(bootstrap_servers: impl Into<String>, instance_id: impl Into<String>) -> Self {
+        ClusterConfig {
+            bootstrap_servers: bootstrap_servers.into(),
+            client_properties: BTreeMap::new(),
+            instance_id: instance_id.into(),
+            config_topic: DEFAULT_CONFIG_TOPIC.to_owned(),
+            members_topic: DEFAULT_MEMBERS_TOPIC.to_owned(),
+            usage_topic: DEFAULT_USAGE_TOPIC.to_owned(),
+            replication_factor: -1,
+            alter_timeout: Duration::from_secs(10),
+            heartbeat_interval: Duration::from_millis(500),
+            member_expiry: Duration::from_secs(3),
+            usage_interval: Duration::from_millis(250),
+            usage_max_age: Duration::from_secs(2),
+        }
+    }
+
+    /// The librdkafka configuration every client starts from.
+    pub(crate) fn client(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.bootstrap_servers);
+        c.set("client.id", format!("kquota-{}", self.instance_id));
+        for (k, v) in &self.client_properties {
+            c.set(k, v);
+        }
+        c
+    }
+}
+
+/// Why joining the cluster, or committing through it, failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// The Kafka client refused its settings, or Kafka answered with an error.
+    Kafka(String),
+    /// A topic exists with settings the instances cannot work with (which, and why).
+    Topic(String, String),
+    /// A record in the configuration topic does not decode (its offset, and why).
+    Record(i64, String),
+    /// Kafka did not answer in time.
+    Timeout(String),
+}
+
+impl fmt::Display for ClusterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClusterError::Kafka(e) => write!(f, "Kafka: {e}"),
+            ClusterError::Topic(t, why) => write!(f, "topic {t}: {why}"),
+            ClusterError::Record(offset, why) => {
+                write!(f, "the configuration record at offset {offset}: {why}")
+            }
+            ClusterError::Timeout(what) => write!(f, "timed out: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for ClusterError {}

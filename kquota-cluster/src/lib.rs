@@ -1,0 +1,23 @@
+//! kquota-cluster: many kquota instances (brokers, proxies, `kquotad`s) sharing one quota
+//! configuration and cluster-wide quotas, through Kafka itself.
+//!
+//! * [`ConfigLog`]: the configuration as a replicated log, a single-partition compacted topic that
+//!   every instance reads from its start and follows, applying each record in log order with the
+//!   engine's deterministic validation. An alteration made at any instance is appended (acks=all,
+//!   idempotent) and acknowledged only once the instance has applied it from the log, with the
+//!   result it had there. It is a [`kquota::Persistence`], so an admin API commits through it.
+//! * [`Membership`]: each instance's heartbeat in a topic, so the live instance count that `bps`
+//!   limits divide by follows instances as they come and go.
+//! * [`UsageShare`]: each instance's windowed usage of its `bps` buckets, shared at a short
+//!   interval, from which each instance takes its part of a cluster-wide limit
+//!   ([`kquota::meter::BpsSplit`]).
+//!
+//! The engine crate does not depend on this one: a host that runs a single instance pays nothing
+//! for it.
+
+mod config;
+
+// The public interface: what a host needs to join its instances through Kafka.
+//
+// The settings every part shares.
+pub use crate::config::{ClusterConfig, ClusterError};
