@@ -14,6 +14,15 @@ use crate::key::{format_value, QuotaKey, ValueKind};
 use crate::policy::SubQuotaPolicy;
 use crate::state::{self, KeyMask, NodeQuotas, State, UserNode};
 
+/// One entity's complete configuration after a commit, as handed to a durable store.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EntityChange<'a> {
+    /// The entity.
+    pub entity: &'a Entity,
+    /// Its keys and values after the commit, in key order; empty when the entity is removed.
+    pub quotas: &'a [(QuotaKey, f64)],
+}
+
 /// One op on an entity: set a key to a value, or remove it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Op {

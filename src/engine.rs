@@ -13,12 +13,11 @@ use arc_swap::ArcSwap;
 use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, RwLock};
 
-use crate::alter::{self, AlterResult, Alteration};
+use crate::alter::{self, AlterResult, Alteration, EntityChange};
 use crate::describe::{self, BrokerView, DescribedQuota, ListFilter, ListedEntity};
 use crate::entity::Entity;
 use crate::key::{QuotaKey, QuotaType};
 use crate::notify::ChangeNotification;
-use crate::persist::EntityChange;
 use crate::policy::SubQuotaPolicy;
 use crate::resolve::{self, ClientArg, IpQuota, Resolved};
 use crate::state::State;

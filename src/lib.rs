@@ -132,7 +132,8 @@ pub use crate::scope::{BucketId, BucketScope};
 // Changing the configuration: batches of alterations, validated as Kafka validates them.
 pub use crate::alter::{AlterResult, Alteration, Op};
 // Making alterations durable before they become visible.
-pub use crate::persist::{EntityChange, PersistError, Persistence};
+pub use crate::alter::EntityChange;
+pub use crate::persist::{PersistError, Persistence};
 // Hearing of changes after they are visible.
 pub use crate::engine::Subscriber;
 pub use crate::notify::{ChangeNotification, NotificationV1, NotificationV2};

@@ -3,19 +3,8 @@
 use std::error::Error;
 use std::fmt;
 
-use crate::alter::{AlterResult, Alteration};
+use crate::alter::{AlterResult, Alteration, EntityChange};
 use crate::engine::Engine;
-use crate::entity::Entity;
-use crate::key::QuotaKey;
-
-/// One entity's complete configuration after a commit, as handed to a durable store.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct EntityChange<'a> {
-    /// The entity.
-    pub entity: &'a Entity,
-    /// Its keys and values after the commit, in key order; empty when the entity is removed.
-    pub quotas: &'a [(QuotaKey, f64)],
-}
 
 /// The error a [`Persistence`] reports: whatever its storage failed with.
 pub type PersistError = Box<dyn Error + Send + Sync>;
