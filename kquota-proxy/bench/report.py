@@ -1,0 +1,144 @@
+"""Turns the JSON lines of kquota-proxy/bench/run.sh into markdown tables.
+
+    report.py RESULTS.jsonl
+
+Each throughput line: {"kind": "throughput", "workload", "path" ("direct"|"proxy"), "round",
+"mb_s", "mb", "cpu_ms" (proxied runs)}; each latency line: {"kind": "latency", "round", "direct",
+"proxy", ...} as latency.py prints it. Ratios are taken within a round (the proxied run over the
+direct run beside it), then their median and range over the rounds are given: the runs of one
+round share the machine's state, the rounds do not.
+"""
+import json
+import statistics
+import sys
+
+TARGET_THROUGHPUT = 0.90
+TARGET_ADDED_P50_US = 100.0
+TARGET_ADDED_P99_US = 500.0
+TARGET_CPU_MS_PER_MB = 2.0
+
+
+def med_range(values, fmt="%.1f"):
+    if not values:
+        return "—"
+    if len(values) == 1:
+        return fmt % values[0]
+    return (fmt + " (" + fmt + "–" + fmt + ")") % (statistics.median(values), min(values), max(values))
+
+
+def verdict(ok_median, ok_all):
+    if ok_all:
+        return "**met** in every round"
+    if ok_median:
+        return "met by the median, not in every round"
+    return "**not met**"
+
+
+def main():
+    rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+    tp = [r for r in rows if r["kind"] == "throughput"]
+    lat = [r for r in rows if r["kind"] == "latency"]
+    workloads = []
+    for r in tp:
+        if r["workload"] not in workloads:
+            workloads.append(r["workload"])
+    rounds = sorted({r["round"] for r in tp} | {r["round"] for r in lat})
+    print("Rounds: %d (each round runs every workload direct and through the proxy, in alternating order)." % len(rounds))
+    print()
+    print("| workload | direct MB/s | kquota-proxy MB/s | proxy / direct | target ≥ %.0f%% |" % (TARGET_THROUGHPUT * 100))
+    print("| --- | --- | --- | --- | --- |")
+    cpu_rows = []
+    for w in workloads:
+        by_round = {}
+        for r in tp:
+            if r["workload"] == w:
+                by_round.setdefault(r["round"], {})[r["path"]] = r
+        pairs = [v for v in by_round.values() if "direct" in v and "proxy" in v]
+        ratios = [v["proxy"]["mb_s"] / v["direct"]["mb_s"] for v in pairs if v["direct"]["mb_s"] > 0]
+        d = [v["direct"]["mb_s"] for v in pairs]
+        p = [v["proxy"]["mb_s"] for v in pairs]
+        ok_med = bool(ratios) and statistics.median(ratios) >= TARGET_THROUGHPUT
+        ok_all = bool(ratios) and min(ratios) >= TARGET_THROUGHPUT
+        print(
+            "| %s | %s | %s | %s | %s |"
+            % (w, med_range(d), med_range(p), med_range([x * 100 for x in ratios], "%.0f%%"), verdict(ok_med, ok_all))
+        )
+        cpu = [v["proxy"]["cpu_ms"] / v["proxy"]["mb"] for v in pairs if v["proxy"].get("mb")]
+        wire = [v["proxy"]["cpu_ms"] / v["proxy"]["wire_mb"] for v in pairs if v["proxy"].get("wire_mb")]
+        cpu_rows.append((w, cpu, [v["proxy"]["mb"] for v in pairs], wire, [v["proxy"]["wire_mb"] for v in pairs if v["proxy"].get("wire_mb")],
+                         [100.0 * v["proxy"]["sys_ms"] / v["proxy"]["cpu_ms"] for v in pairs if v["proxy"].get("cpu_ms") and v["proxy"].get("sys_ms") is not None]))
+    print()
+    have_wire = any(r[3] for r in cpu_rows)
+    print("Proxy CPU time (user + system of /proc/PID/stat, 10 ms ticks, over each proxied run) per MiB:")
+    print("per MiB of record payload%s." % (
+        "; and per MiB that crossed the proxy (the bytes it read from and wrote to clients, requests and"
+        " answers, from its kquota_proxy_bytes_{from,to}_clients_total; each also crossed its broker side)"
+        if have_wire else ""))
+    print()
+    if have_wire:
+        print("| workload | payload MiB per run | CPU ms / payload MiB | MiB crossing per run | CPU ms / MiB crossing | system time | target ≤ %.0f ms |" % TARGET_CPU_MS_PER_MB)
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+    else:
+        print("| workload | payload MiB per run | CPU ms / payload MiB | system time | target ≤ %.0f ms |" % TARGET_CPU_MS_PER_MB)
+        print("| --- | --- | --- | --- | --- |")
+    for w, cpu, mb, wire, wire_mb, share in cpu_rows:
+        judged = wire if wire else cpu
+        ok_med = bool(judged) and statistics.median(judged) <= TARGET_CPU_MS_PER_MB
+        ok_all = bool(judged) and max(judged) <= TARGET_CPU_MS_PER_MB
+        if have_wire:
+            print("| %s | %s | %s | %s | %s | %s | %s |" % (w, med_range(mb, "%.0f"), med_range(cpu, "%.2f"),
+                  med_range(wire_mb, "%.0f"), med_range(wire, "%.2f"), med_range(share, "%.0f%%"), verdict(ok_med, ok_all)))
+        else:
+            print("| %s | %s | %s | %s | %s |" % (w, med_range(mb, "%.0f"), med_range(cpu, "%.2f"),
+                  med_range(share, "%.0f%%"), verdict(ok_med, ok_all)))
+    raw = [r for r in rows if r["kind"] == "raw"]
+    if raw:
+        print()
+        print(
+            "The floor: raw Produce requests of one fixed size (cpu.py, 5 in flight, acks=1), through kquota-proxy and"
+            " through a minimal forwarder (forward.rs: two threads per connection copying bytes, no parsing); CPU ms"
+            " (user + system) per MiB sent, and the system share:"
+        )
+        print()
+        print("| request size | minimal forwarder ms / MiB | kquota-proxy ms / MiB | kquota-proxy / forwarder | kquota-proxy system time |")
+        print("| --- | --- | --- | --- | --- |")
+        for batch in sorted({r["batch"] for r in raw}):
+            per = {}
+            for r in raw:
+                if r["batch"] == batch:
+                    mib = r["result"]["bytes_sent"] / 1048576.0
+                    per.setdefault(r["round"], {})[r["path"]] = (r["cpu_ms"] / mib, r["sys_ms"] / max(r["cpu_ms"], 1))
+            pairs = [v for v in per.values() if "forward" in v and "kquota-proxy" in v]
+            f = [v["forward"][0] for v in pairs]
+            k = [v["kquota-proxy"][0] for v in pairs]
+            ratio = [v["kquota-proxy"][0] / v["forward"][0] for v in pairs if v["forward"][0] > 0]
+            share = [v["kquota-proxy"][1] * 100 for v in pairs]
+            print("| %d KiB | %s | %s | %s | %s |" % (batch // 1024, med_range(f, "%.2f"), med_range(k, "%.2f"),
+                  med_range(ratio, "%.2f"), med_range(share, "%.0f%%")))
+    if lat:
+        n = lat[0]["direct"]["n"]
+        size = lat[0].get("record_bytes", 1000)
+        print()
+        print(
+            "Produce round trip (acks=1, one %d-byte record per request, sequential; %d samples per path per round), µs:"
+            % (size, n)
+        )
+        print()
+        print("| | direct | kquota-proxy | added by the proxy | target |")
+        print("| --- | --- | --- | --- | --- |")
+        for q, target in (("p50", TARGET_ADDED_P50_US), ("p99", TARGET_ADDED_P99_US)):
+            d = [r["direct"][q + "_us"] for r in lat]
+            p = [r["proxy"][q + "_us"] for r in lat]
+            added = [r["added_%s_us" % q] for r in lat]
+            ok_med = statistics.median(added) <= target
+            ok_all = max(added) <= target
+            print(
+                "| %s | %s | %s | %s | ≤ %.0f µs: %s |"
+                % (q, med_range(d), med_range(p), med_range(added), target, verdict(ok_med, ok_all))
+            )
+    print()
+    print("Figures are median (min–max) over the rounds.")
+
+
+if __name__ == "__main__":
+    main()
