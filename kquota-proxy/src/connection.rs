@@ -135,14 +135,16 @@ struct State {
 }
 
 impl Conn<'_> {
-    /// Runs `f` on the meter of `who`, opening it if the connection's (user, client-id) changed.
+    /// Runs `f` on the meter of `who`: the connection's own, or, for a request made before the
+    /// connection's (user, client-id) changed (its answer comes after), one opened for it alone,
+    /// so that the connection keeps its new identity.
     fn metered<R>(&self, who: &Who, f: impl FnOnce(&mut ClientMeter) -> R) -> R {
         let mut state = self.state.lock();
-        if state.who != *who {
-            state.meter = self.shared.quotas.meter.client(&who.user, &who.client_id);
-            state.who = who.clone();
+        if state.who == *who {
+            return f(&mut state.meter);
         }
-        f(&mut state.meter)
+        drop(state);
+        f(&mut self.shared.quotas.meter.client(&who.user, &who.client_id))
     }
 
     /// The (user, client-id) of a request with `client_id`.

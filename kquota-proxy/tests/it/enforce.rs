@@ -1024,3 +1024,67 @@ async fn a_connection_over_connection_creation_rate_is_held_unserved_then_closed
     })
     .await;
 }
+
+/// SASL PLAIN through the proxy as `user` with `password`: the broker's answer's error code.
+async fn authenticate(c: &mut Client, user: &str, password: &str) -> i16 {
+    use kafka_protocol::messages::{
+        SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    };
+    let shake: SaslHandshakeResponse = c
+        .call(
+            ApiKey::SaslHandshake,
+            1,
+            &SaslHandshakeRequest::default().with_mechanism(s("PLAIN")),
+        )
+        .await;
+    assert_eq!(shake.error_code, 0);
+    let token = format!("\0{user}\0{password}");
+    let answer: SaslAuthenticateResponse = c
+        .call(
+            ApiKey::SaslAuthenticate,
+            2,
+            &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token)),
+        )
+        .await;
+    answer.error_code
+}
+
+#[tokio::test]
+async fn the_user_is_the_one_the_broker_authenticated_never_the_one_merely_claimed() {
+    bounded(async {
+        let running = start(|c| c.meter = windows(2, 500)).await;
+        // alice is held to 1,000 bytes/s; an unauthenticated client (ANONYMOUS) is not limited.
+        set(
+            &running.engine,
+            Alteration::new(&Entity::User(named("alice"))).set("producer_byte_rate", 1_000.0),
+        );
+        let frame = request(ApiKey::Produce, 9, 3, "app", &produce(1_200));
+
+        // Claiming to be alice with a wrong password: the broker refuses, the user stays ANONYMOUS.
+        let mut liar = Client::connect_as(running.addr, "app").await;
+        assert_eq!(
+            authenticate(&mut liar, "alice", "guess").await,
+            fake::SASL_AUTHENTICATION_FAILED
+        );
+        liar.send_frame(&frame).await;
+        let (_, r): (i32, ProduceResponse) = liar.recv_as(ApiKey::Produce, 9).await;
+        assert_eq!(
+            r.throttle_time_ms, 1,
+            "only the broker's own throttle (node 1): alice's quota does not apply"
+        );
+
+        // alice with her password: the broker accepts, and alice's quota applies.
+        let mut alice = Client::connect_as(running.addr, "app").await;
+        assert_eq!(authenticate(&mut alice, "alice", fake::PASSWORD).await, 0);
+        alice.send_frame(&frame).await;
+        let (_, r): (i32, ProduceResponse) = alice.recv_as(ApiKey::Produce, 9).await;
+        assert_eq!(
+            r.throttle_time_ms,
+            first_throttle(frame.len(), 1_000.0, 2, 500),
+            "alice's producer_byte_rate, as Kafka computes the throttle"
+        );
+        running.stop().await;
+    })
+    .await;
+}

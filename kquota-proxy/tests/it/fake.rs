@@ -21,7 +21,8 @@ use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterResponse, FetchRequest,
     FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse, MetadataResponse,
-    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader,
+    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -37,6 +38,10 @@ pub(crate) const CLOSE_AFTER: &str = "close-after-answering";
 pub(crate) const TWICE: &str = "answer-twice";
 /// The client id that makes a broker wait 600 ms before its answer.
 pub(crate) const SLOW: &str = "slow-to-answer";
+/// The only password the fake brokers' SASL PLAIN accepts.
+pub(crate) const PASSWORD: &str = "the-right-password";
+/// Kafka's SASL_AUTHENTICATION_FAILED.
+pub(crate) const SASL_AUTHENTICATION_FAILED: i16 = 58;
 /// The records every Fetch answer carries.
 pub(crate) const RECORDS: &[u8] = b"a record batch, as the broker wrote it";
 
@@ -266,6 +271,8 @@ fn answer(
         ApiKey::CreateTopics,
         ApiKey::CreatePartitions,
         ApiKey::DeleteTopics,
+        ApiKey::SaslHandshake,
+        ApiKey::SaslAuthenticate,
     ];
     let Some(api) = ApiKey::try_from(key).ok().filter(|k| answered.contains(k)) else {
         return Some(echo(node_id, &frame));
@@ -357,6 +364,29 @@ fn answer(
                 .with_brokers(brokers)
                 .encode(&mut out, version)
                 .unwrap()
+        }
+        ApiKey::SaslHandshake => SaslHandshakeResponse::default()
+            .with_mechanisms(vec![StrBytes::from_static_str("PLAIN")])
+            .encode(&mut out, version)
+            .unwrap(),
+        ApiKey::SaslAuthenticate => {
+            // PLAIN: authzid NUL user NUL password; only PASSWORD authenticates.
+            let request = SaslAuthenticateRequest::decode(&mut buf, version).unwrap();
+            let password = request
+                .auth_bytes
+                .rsplit(|b| *b == 0)
+                .next()
+                .unwrap_or_default();
+            let r = if password == PASSWORD.as_bytes() {
+                SaslAuthenticateResponse::default()
+            } else {
+                SaslAuthenticateResponse::default()
+                    .with_error_code(SASL_AUTHENTICATION_FAILED)
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "Authentication failed: Invalid username or password",
+                    )))
+            };
+            r.encode(&mut out, version).unwrap()
         }
         ApiKey::Produce => {
             let request = ProduceRequest::decode(&mut buf, version).unwrap();
