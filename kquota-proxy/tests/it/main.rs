@@ -6,3 +6,4 @@ mod client;
 mod enforce;
 mod fake;
 mod proxy;
+mod tls;
