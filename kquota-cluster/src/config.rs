@@ -46,6 +46,9 @@ pub struct ClusterConfig {
     /// A shared view older than this is not used: `bps` limits fall back to the limit divided
     /// by the live instance count.
     pub usage_max_age: Duration,
+    /// How long joining may wait for Kafka: to create or check a topic, to learn where the
+    /// configuration log ends, and (while catching up with it) for the next record.
+    pub open_timeout: Duration,
 }
 
 impl ClusterConfig {
@@ -65,6 +68,7 @@ impl ClusterConfig {
             member_expiry: Duration::from_secs(3),
             usage_interval: Duration::from_millis(250),
             usage_max_age: Duration::from_secs(2),
+            open_timeout: Duration::from_secs(30),
         }
     }
 
@@ -92,6 +96,8 @@ pub enum ClusterError {
     Record(i64, String),
     /// Kafka did not answer in time.
     Timeout(String),
+    /// The settings, or what they were given with, cannot work (why).
+    Config(String),
 }
 
 impl fmt::Display for ClusterError {
@@ -103,6 +109,7 @@ impl fmt::Display for ClusterError {
                 write!(f, "the configuration record at offset {offset}: {why}")
             }
             ClusterError::Timeout(what) => write!(f, "timed out: {what}"),
+            ClusterError::Config(why) => write!(f, "cannot join: {why}"),
         }
     }
 }

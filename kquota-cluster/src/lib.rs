@@ -16,8 +16,14 @@
 //! for it.
 
 mod config;
+mod log;
+mod record;
+mod topics;
 
 // The public interface: what a host needs to join its instances through Kafka.
 //
 // The settings every part shares.
 pub use crate::config::{ClusterConfig, ClusterError};
+// The configuration as a replicated log, and the topic it is kept in by default.
+pub use crate::config::DEFAULT_CONFIG_TOPIC;
+pub use crate::log::ConfigLog;
