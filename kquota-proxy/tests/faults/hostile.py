@@ -12,6 +12,10 @@
         keys, versions above the proxy's caps, and a garbage frame of exactly MAX_REQUEST_BYTES.
         Each case states what the proxy must do (close the connection within a bound, or answer)
         and any other outcome fails.
+    hostile.py throttled PROXY BROKER_LISTENER TOPIC CLIENT_ID
+        Clients that vanish while throttled: CLIENT_ID's quota must be far below 64 KB/s. Each
+        connection's first answer must carry a throttle; then it sends more and closes while the
+        proxy is not reading it (Kafka's mute), some before their first answer.
 
 Connections alternate between the bootstrap listener (PROXY) and broker 1's (BROKER_LISTENER).
 Everything is bounded: at most CONCURRENCY connections at once, each case by its own deadline, the
@@ -136,6 +140,55 @@ async def vanish(proxy, broker, topic):
     print("   %d connections vanished mid-request (%d at once per round, FIN and RST):" % (total, per_round))
     for name in names:
         print("     %4d x %s" % (counts.get(name, 0), name))
+    return failures
+
+
+# ---- clients that vanish while throttled ------------------------------------------------------
+
+
+async def throttled(proxy, broker, topic, client_id):
+    """Connections of one client id whose quota is far below what they send: each sends a 64 KB
+    Produce, reads its answer (which must carry a throttle: the proxy then stops reading the
+    connection for that long), sends more or part of more, and closes (FIN or RST) while the
+    proxy is not reading it; some close before the first answer."""
+    kwire.wait_for_leader(proxy, topic)
+    batch = kwire.record_batch([os.urandom(1000) for _ in range(64)])
+    request = kwire.produce(1, topic, 0, batch, client_id=client_id)
+    half = request[: len(request) // 2]
+    n = 100
+    failures, throttles, answered = [], [], [0]
+
+    async def one(i):
+        try:
+            reader, writer = await open_conn(addr_of(proxy if i % 2 == 0 else broker))
+        except (OSError, asyncio.TimeoutError) as e:
+            failures.append("connect: %r" % e)
+            return
+        rst = i % 3 == 0
+        try:
+            writer.write(request)
+            await asyncio.wait_for(writer.drain(), 10)
+            if i % 5 != 4:  # one in five closes before its answer
+                size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 15))[0]
+                body = await asyncio.wait_for(reader.readexactly(size), 15)
+                error, _ = kwire.parse_produce(body[4:])
+                if error != 0:
+                    failures.append("a throttled Produce answered error %d" % error)
+                throttles.append(kwire.produce_throttle_ms(body[4:]))
+                answered[0] += 1
+                writer.write(request if i % 2 == 0 else half)  # not read while throttled
+                await asyncio.wait_for(writer.drain(), 10)
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
+            failures.append("a throttled client's first answer: %r" % e)
+        await close(writer, rst)
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+    if throttles and max(throttles) <= 0:
+        failures.append("no answer carried a throttle: is the quota for client id %s in force?" % client_id)
+    print(
+        "   %d connections of client id %s vanished while throttled: %d answered first, throttle_time_ms %s..%s"
+        % (n, client_id, answered[0], min(throttles or [0]), max(throttles or [0]))
+    )
     return failures
 
 
@@ -297,6 +350,8 @@ def main():
         work = vanish(*sys.argv[2:5])
     elif cmd == "garbage":
         work = garbage(*sys.argv[2:7])
+    elif cmd == "throttled":
+        work = throttled(*sys.argv[2:6])
     else:
         sys.exit("unknown command %r" % cmd)
     failures = asyncio.run(asyncio.wait_for(work, RUN_DEADLINE_S))

@@ -91,7 +91,7 @@ def metadata(correlation_id, topics=None, auto_create=False):
     return frame(header(API_METADATA, 4, correlation_id) + t + struct.pack(">?", auto_create))
 
 
-def produce(correlation_id, topic, partition, batch, acks=1, timeout_ms=30000):
+def produce(correlation_id, topic, partition, batch, acks=1, timeout_ms=30000, client_id="kquota-faults"):
     """Produce v7 of one record batch to one partition."""
     body = (
         string(None)
@@ -102,7 +102,7 @@ def produce(correlation_id, topic, partition, batch, acks=1, timeout_ms=30000):
         + struct.pack(">ii", partition, len(batch))
         + batch
     )
-    return frame(header(API_PRODUCE, 7, correlation_id) + body)
+    return frame(header(API_PRODUCE, 7, correlation_id, client_id) + body)
 
 
 def fetch(correlation_id, topic, partition, offset, max_wait_ms=500, max_bytes=1 << 20):
@@ -140,6 +140,11 @@ def parse_produce(body):
     assert r.take(">i") == 1
     _, error, base_offset = r.take(">ihq")
     return error, base_offset
+
+
+def produce_throttle_ms(body):
+    """The throttle_time_ms of a Produce v7 answer (its last field)."""
+    return struct.unpack(">i", body[-4:])[0]
 
 
 def parse_metadata(body):

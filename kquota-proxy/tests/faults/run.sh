@@ -12,9 +12,13 @@
 #   (c) garbage and oversized frames: random bytes, negative sizes, sizes above
 #       --max-request-bytes, frames shorter than a header, truncated bodies (closed, half-closed,
 #       stalled past the idle timeout), unknown api keys, versions above the caps
-#       (hostile.py garbage).
+#       (hostile.py garbage);
+#   (d) when the proxy enforces quotas: clients of a client id whose quota (set at the proxy with
+#       Kafka's kafka-configs, and checked to be absent at the broker) they far exceed, each
+#       throttled by its first answer, then sending more and vanishing while the proxy does not
+#       read them (Kafka's mute: at most quota.window.num x quota.window.size.seconds, 11 s).
 #
-# After each (and (b) and (c) run twice): the proxy is still running, a real client (kafka-python)
+# After each (and (b), (c) and (d) run twice): the proxy is still running, a real client (kafka-python)
 # writes and reads back through it, it logged no panic, and within SETTLE_S seconds its open file
 # descriptors (/proc/PID/fd) and resident memory (/proc/PID/status VmRSS) come back to the baseline
 # taken after a first round trip:
@@ -22,7 +26,7 @@
 #     listeners, its runtime's, its store's and the inherited ones; one more is a connection (two,
 #     with its broker side) that was never closed, or a task that still holds one;
 #   * memory at most RSS_TOLERANCE_KB (16 MiB) above the baseline, and after the second pass of
-#     (b) and of (c) at most RSS_GROWTH_KB (6 MiB) above the first pass. glibc's malloc keeps what
+#     (b), (c) and (d) at most RSS_GROWTH_KB (6 MiB) above the first pass. glibc's malloc keeps what
 #     the worker threads freed in their arenas, so RSS settles above a fresh process's, by up to
 #     about what was held at the peak (frame buffers grow with the bytes that arrived: in (b) 40
 #     large Produce requests among 200 connections at once, about 15 MiB; in (c) 16 frames of
@@ -166,7 +170,11 @@ echo "== starting kquota-proxy on $PROXY (broker 1 on $BROKER1) in front of $KAF
 echo "   --max-request-bytes $MAX_REQUEST_BYTES --idle-timeout-ms $IDLE_TIMEOUT_MS"
 EXTRA=()
 # The durable quota store (once the proxy has one) goes in the work directory, not the checkout.
-if "$PROXY_BIN" --help 2>/dev/null | grep -q -- '--data-dir'; then EXTRA+=(--data-dir "$WORK/proxy-data"); fi
+HELP="$("$PROXY_BIN" --help 2>&1 || true)"
+if grep -q -- '--data-dir' <<<"$HELP"; then EXTRA+=(--data-dir "$WORK/proxy-data"); fi
+# A proxy that enforces quotas (and serves AlterClientQuotas to its super users) gets (d).
+THROTTLING=""
+if grep -q -- '--super-users' <<<"$HELP"; then EXTRA+=(--super-users "User:ANONYMOUS"); THROTTLING=yes; fi
 RUST_LOG=kquota_proxy=debug "$PROXY_BIN" --upstream "$KAFKA" --listen "$PROXY" --listen-base "127.0.0.1:$BASE" \
   --max-request-bytes "$MAX_REQUEST_BYTES" --idle-timeout-ms "$IDLE_TIMEOUT_MS" ${EXTRA[@]+"${EXTRA[@]}"} >"$LOG" 2>&1 &
 PROXY_PID=$!
@@ -353,6 +361,30 @@ for pass in 1 2; do
 done
 echo "   the proxy warned $(grep -c ' WARN ' "$LOG" || true) times (each refused frame is one warning naming the peer)"
 
+# ---- (d) clients that vanish while throttled (a proxy that enforces quotas)
+if [ -n "$THROTTLING" ]; then
+  echo "== (d) clients that vanish while throttled"
+  THROTTLED_ID="faults-throttled"
+  "$KAFKA_SH" java kafka.admin.ConfigCommand --bootstrap-server "$PROXY" --alter --entity-type clients \
+    --entity-name "$THROTTLED_ID" --add-config producer_byte_rate=1024,consumer_byte_rate=1024 >"$WORK/quota.out" 2>&1 ||
+    { cat "$WORK/quota.out" >&2; die "AlterClientQuotas through the proxy failed"; }
+  "$KAFKA_SH" java kafka.admin.ConfigCommand --bootstrap-server "$KAFKA" --describe --entity-type clients \
+    --entity-name "$THROTTLED_ID" >"$WORK/quota-broker.out" 2>&1 || true
+  if grep -q producer_byte_rate "$WORK/quota-broker.out"; then
+    die "the quota set at the proxy reached the broker: $(cat "$WORK/quota-broker.out")"
+  fi
+  echo "   client id $THROTTLED_ID: producer_byte_rate and consumer_byte_rate 1024, at the proxy (the broker has none)"
+  for pass in 1 2; do
+    timeout 120 "$PY" "$HERE/hostile.py" throttled "$PROXY" "$BROKER1" faults-throttled "$THROTTLED_ID" ||
+      die "hostile.py throttled failed (pass $pass)"
+    check_after "the throttled clients (pass $pass)"
+    PREV_RSS="$LAST_RSS"
+    [ "$pass" = 2 ] && PREV_RSS=""
+  done
+else
+  echo "== (d) skipped: this kquota-proxy enforces no quotas (its --help has no --super-users)"
+fi
+
 echo "== stopping kquota-proxy (SIGTERM)"
 kill -TERM "$PROXY_PID"
 STATUS=0
@@ -363,4 +395,4 @@ opened="$(grep -c 'connection opened' "$LOG" || true)"
 closed="$(grep -c 'connection closed' "$LOG" || true)"
 [ "$opened" = "$closed" ] || die "the proxy logged $opened connections opened and $closed closed"
 echo "   $opened connections reached the broker through the proxy, and as many were closed"
-echo "== OK: kquota-proxy survived the broker's restarts, vanishing clients and garbage frames in $((SECONDS - STARTED)) s"
+echo "== OK: kquota-proxy survived the broker's restarts, vanishing clients, garbage frames$([ -n "$THROTTLING" ] && echo " and clients vanishing while throttled") in $((SECONDS - STARTED)) s"
