@@ -136,6 +136,24 @@ def main():
                 "| %s | %s | %s | %s | ≤ %.0f µs: %s |"
                 % (q, med_range(d), med_range(p), med_range(added), target, verdict(ok_med, ok_all))
             )
+    fetch = [r for r in rows if r["kind"] == "fetch"]
+    if fetch:
+        names = list(fetch[0]["paths"])
+        n = fetch[0]["paths"][names[0]]["n"]
+        print()
+        print(
+            "Fetch round trip of ~1 MiB (Fetch v4, sequential, %d samples per path per round), p50 µs, and what each"
+            " hop adds to the direct p50 of the same round:" % n
+        )
+        print()
+        print("| path | p50 | added to direct | p90 |")
+        print("| --- | --- | --- | --- |")
+        for name in names:
+            p50 = [r["paths"][name]["p50_us"] for r in fetch]
+            p90 = [r["paths"][name]["p90_us"] for r in fetch]
+            added = [r["paths"][name]["p50_us"] - r["paths"]["direct"]["p50_us"] for r in fetch]
+            print("| %s | %s | %s | %s |" % (name, med_range(p50, "%.0f"),
+                  "—" if name == "direct" else med_range(added, "%.0f"), med_range(p90, "%.0f")))
     print()
     print("Figures are median (min–max) over the rounds.")
 

@@ -10,6 +10,9 @@
 #     in each proxied run;
 #   * the latency the proxy adds to a produce request: latency.py times sequential acks=1 Produce
 #     requests of one 1,000-byte record, direct and through the proxy in alternating blocks;
+#   * what a hop costs a consumer: fetch_latency.py times sequential 1 MiB Fetch answers, direct,
+#     through the proxy and through forward.rs (Kafka's consumer has one fetch in flight per broker,
+#     so this time bounds its throughput);
 #   * the floor for that CPU: raw Produce requests of 16 KiB and 256 KiB (cpu.py, 5 in flight)
 #     through kquota-proxy and through forward.rs, a minimal forwarder (two threads per connection
 #     copying bytes; built with rustc), CPU per MiB of each.
@@ -23,7 +26,7 @@
 # and the broker is checked to have none; otherwise the proxied runs have no quotas, and the report
 # says so.
 #
-#   bash kquota-proxy/bench/run.sh                 # about 5 minutes with ROUNDS=3, once built
+#   bash kquota-proxy/bench/run.sh                 # about 5 minutes with ROUNDS=3 (7 with 5), once built
 #   ROUNDS=5 bash kquota-proxy/bench/run.sh
 #   KQUOTA_PROXY_BIN=path/to/kquota-proxy bash kquota-proxy/bench/run.sh    # that binary, not built
 #   BENCH_OUT=results.md bash kquota-proxy/bench/run.sh                      # the report, also there
@@ -307,6 +310,12 @@ for round in $(seq 1 "$ROUNDS"); do
     die "latency.py failed"
   sed "s/^{/{\"kind\": \"latency\", \"record_bytes\": 1000, /; s/\"round\": 1/\"round\": $round/" "$WORK/latency.out" >>"$RESULTS"
   echo "   round $round latency: $(cat "$WORK/latency.out")" >&2
+  fetch_paths=("direct=$KAFKA" "kquota-proxy=$PROXY")
+  [ -z "$FWD" ] || fetch_paths+=("forward=$FWD")
+  "$PYTHON" "$HERE/fetch_latency.py" bench-consume-large 4 25 "${fetch_paths[@]}" >"$WORK/fetch.out" ||
+    die "fetch_latency.py failed"
+  printf '{"kind": "fetch", "round": %d, "paths": %s}\n' "$round" "$(cat "$WORK/fetch.out")" >>"$RESULTS"
+  echo "   round $round 1 MiB fetch: $(cat "$WORK/fetch.out")" >&2
 done
 kill -0 "$PROXY_PID" 2>/dev/null || die "kquota-proxy exited during the benchmark"
 RSS="$(awk '/^VmRSS:/ {print $2}' "/proc/$PROXY_PID/status")"
