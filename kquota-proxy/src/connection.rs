@@ -177,6 +177,11 @@ impl Conn<'_> {
         }
     }
 
+    /// Whether requests are not to be read now.
+    fn muted(&self) -> bool {
+        self.now_ms() < self.muted_until.load(Ordering::Acquire)
+    }
+
     /// Resolves once the connection is not muted.
     async fn unmuted(&self) {
         loop {
@@ -336,15 +341,31 @@ where
     let peer = conn.peer;
     let config = &shared.config;
     loop {
-        // A throttled client's requests are not read until its throttle is over.
-        tokio::select! {
-            biased;
-            () = shared.stopping() => return Ended::Stopping,
-            () = conn.unmuted() => {}
-        }
-        // Waiting for the next request: idle only when no answer is outstanding either.
         let mut prefix = [0u8; 4];
         let mut got = 0;
+        // A throttled client's requests are not read until its throttle is over. Meanwhile one
+        // byte is read ahead, so that a client that leaves is closed at once (Kafka notices only
+        // at `connections.max.idle.ms`), and a muted connection is idle like any other.
+        if conn.muted() {
+            let idle = tokio::time::sleep(config.idle_timeout);
+            tokio::pin!(idle);
+            loop {
+                tokio::select! {
+                    biased;
+                    () = shared.stopping() => return Ended::Stopping,
+                    () = conn.unmuted() => break,
+                    () = &mut idle, if owed.available_permits() == config.max_in_flight => {
+                        debug!(%peer, "closing idle connection (throttled)");
+                        return Ended::Closed;
+                    }
+                    r = client.read(&mut prefix[..1]), if got == 0 => match r {
+                        Ok(0) | Err(_) => return Ended::Closed,
+                        Ok(n) => got = n,
+                    },
+                }
+            }
+        }
+        // Waiting for the next request: idle only when no answer is outstanding either.
         while got < 4 {
             let read = tokio::select! {
                 biased;
