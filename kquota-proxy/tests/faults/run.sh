@@ -206,9 +206,11 @@ settled() { # <after what>
   local t0=$SECONDS deadline=$((SECONDS + SETTLE_S)) f r last
   until [ "$(fds)" -eq "$FD0" ]; do
     if [ "$SECONDS" -ge "$deadline" ]; then
-      echo "open descriptors of the proxy:" >&2
-      ls -l "/proc/$PROXY_PID/fd" >&2 || true
-      die "after $1 the proxy holds $(fds) descriptors after ${SETTLE_S} s, not the baseline's $FD0"
+      echo "open descriptors of the proxy, by kind:" >&2
+      find "/proc/$PROXY_PID/fd" -mindepth 1 -maxdepth 1 -printf '%l\n' 2>/dev/null | sed 's/:\[[0-9]*\]$//' | sort | uniq -c >&2 || true
+      echo "its TCP connections to clients and to the broker, by state:" >&2
+      ss -tanp 2>/dev/null | grep "pid=$PROXY_PID," | awk '{print $1}' | sort | uniq -c >&2 || true
+      die "after $1 the proxy holds $(fds) descriptors after ${SETTLE_S} s, not the baseline's $FD0${SETTLE_HINT:+ ($SETTLE_HINT)}"
     fi
     sleep 0.2
   done
@@ -374,6 +376,7 @@ if [ -n "$THROTTLING" ]; then
     die "the quota set at the proxy reached the broker: $(cat "$WORK/quota-broker.out")"
   fi
   echo "   client id $THROTTLED_ID: producer_byte_rate and consumer_byte_rate 1024, at the proxy (the broker has none)"
+  SETTLE_HINT="connections whose client left while throttled are still open: Kafka closes a muted channel after connections.max.idle.ms, which --idle-timeout-ms $IDLE_TIMEOUT_MS stands for"
   for pass in 1 2; do
     timeout 120 "$PY" "$HERE/hostile.py" throttled "$PROXY" "$BROKER1" faults-throttled "$THROTTLED_ID" ||
       die "hostile.py throttled failed (pass $pass)"
@@ -381,6 +384,7 @@ if [ -n "$THROTTLING" ]; then
     PREV_RSS="$LAST_RSS"
     [ "$pass" = 2 ] && PREV_RSS=""
   done
+  SETTLE_HINT=""
 else
   echo "== (d) skipped: this kquota-proxy enforces no quotas (its --help has no --super-users)"
 fi
