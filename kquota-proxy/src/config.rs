@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use kquota::meter::MeterConfig;
 use kquota::SubQuotaPolicy;
+use kquota_cluster::ClusterConfig;
 use kquota_wire::Principal;
 
 use crate::error::ProxyError;
@@ -103,8 +104,11 @@ pub struct ProxyConfig {
     /// How many brokers the proxy will listen for; a response naming more closes its connection.
     pub max_brokers: usize,
     /// Where the quotas altered at the proxy are kept (a redb store); `None` keeps them in
-    /// memory only, lost when the proxy stops.
+    /// memory only, lost when the proxy stops. Not used with [`ProxyConfig::cluster`].
     pub data_dir: Option<PathBuf>,
+    /// Share the configuration, the membership and `bps` usage with other instances through
+    /// Kafka: the configuration log then takes the durable store's place.
+    pub cluster: Option<ClusterConfig>,
     /// Kafka's `super.users`: the principals that may alter quotas at the proxy.
     pub super_users: Vec<Principal>,
     /// Let ANONYMOUS describe quotas (authenticated principals always may).
@@ -150,6 +154,7 @@ impl ProxyConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             max_brokers: DEFAULT_MAX_BROKERS,
             data_dir: None,
+            cluster: None,
             super_users: Vec::new(),
             describe_allow_anonymous: false,
             draft_alter_quotas: false,

@@ -24,6 +24,9 @@ pub enum ProxyError {
     Engine(String),
     /// The durable quota store (its directory, and why) could not be opened or read.
     Store(String, String),
+    /// Joining the cluster through Kafka failed (the configuration log, the membership or the
+    /// usage sharing).
+    Cluster(String),
 }
 
 impl fmt::Display for ProxyError {
@@ -42,6 +45,7 @@ impl fmt::Display for ProxyError {
             ProxyError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
             ProxyError::Engine(e) => write!(f, "the quota engine's settings: {e}"),
             ProxyError::Store(dir, e) => write!(f, "the quota store in {dir}: {e}"),
+            ProxyError::Cluster(e) => write!(f, "joining the cluster through Kafka: {e}"),
         }
     }
 }

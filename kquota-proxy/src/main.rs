@@ -119,6 +119,39 @@ struct Args {
     )]
     quota_window_size_seconds: u64,
 
+    /// Share one configuration, the membership and bps usage with the other proxies through this
+    /// Kafka cluster (its bootstrap.servers; usually the cluster behind the proxy). Quotas are
+    /// then kept in the configuration topic, not in --data-dir.
+    #[arg(long, value_name = "HOST:PORT,...", help_heading = "Many proxies")]
+    cluster_bootstrap: Option<String>,
+    /// This proxy's id among the others (default: the host name and the bootstrap listener's
+    /// port); unique, and the same across restarts.
+    #[arg(
+        long,
+        value_name = "ID",
+        requires = "cluster_bootstrap",
+        help_heading = "Many proxies"
+    )]
+    instance_id: Option<String>,
+    /// A librdkafka property for the proxy's own Kafka clients (repeatable), e.g.
+    /// security.protocol=SASL_SSL.
+    #[arg(long = "cluster-property", value_name = "KEY=VALUE", value_parser = parse_property, requires = "cluster_bootstrap", help_heading = "Many proxies")]
+    cluster_properties: Vec<(String, String)>,
+    /// The configuration topic (one partition, compacted; created if missing).
+    #[arg(long, value_name = "TOPIC", default_value = kquota_cluster::DEFAULT_CONFIG_TOPIC, help_heading = "Many proxies")]
+    cluster_config_topic: String,
+    /// The replication factor of the topics the proxy creates (-1: the cluster's default).
+    #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true, help_heading = "Many proxies")]
+    cluster_replication_factor: i32,
+    /// How long an alteration may wait for the configuration log before it is refused.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 10_000,
+        help_heading = "Many proxies"
+    )]
+    cluster_alter_timeout_ms: u64,
+
     /// Serve Prometheus metrics at http://IP:PORT/metrics.
     #[arg(long, value_name = "IP:PORT", help_heading = "Metrics")]
     metrics_listen: Option<SocketAddr>,
@@ -180,6 +213,24 @@ fn parse_super_users(s: &str) -> Result<SuperUsers, String> {
         .map_err(|e| e.to_string())
 }
 
+fn parse_property(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+/// The default instance id: this host's name and the bootstrap listener's port.
+fn default_instance_id(listen: SocketAddr) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "kquota-proxy".to_owned());
+    format!("{host}:{}", listen.port())
+}
+
 fn parse_policy(s: &str) -> Result<SubQuotaPolicy, String> {
     s.parse().map_err(|e: kquota::ParseError| e.to_string())
 }
@@ -239,6 +290,17 @@ fn main() -> ExitCode {
     config.connect_timeout = Duration::from_millis(args.connect_timeout_ms);
     config.max_brokers = args.max_brokers;
     config.data_dir = (!args.no_store).then_some(args.data_dir);
+    if let Some(bootstrap) = args.cluster_bootstrap {
+        let id = args
+            .instance_id
+            .unwrap_or_else(|| default_instance_id(args.listen));
+        let mut cluster = kquota_cluster::ClusterConfig::new(bootstrap, id);
+        cluster.client_properties = args.cluster_properties.into_iter().collect();
+        cluster.config_topic = args.cluster_config_topic;
+        cluster.replication_factor = args.cluster_replication_factor;
+        cluster.alter_timeout = Duration::from_millis(args.cluster_alter_timeout_ms);
+        config.cluster = Some(cluster);
+    }
     config.super_users = args.super_users.map(|s| s.0).unwrap_or_default();
     config.describe_allow_anonymous = args.describe_allow_anonymous;
     config.draft_alter_quotas = args.draft_alter_quotas;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use kquota::meter::{Meter, SystemClock};
 use kquota::{Engine, Persistence};
+use kquota_cluster::{ClusterError, ConfigLog, Membership, UsageShare};
 use kquota_store::Store;
 use parking_lot::Mutex;
 
@@ -24,11 +25,15 @@ pub(crate) struct Quotas {
     pub(crate) meter: Meter,
     pub(crate) admin: Admin,
     pub(crate) topics: Topics,
+    /// With a cluster: this instance's membership and usage sharing, kept running.
+    _cluster: Option<(Membership, UsageShare)>,
 }
 
 impl Quotas {
-    /// Builds the engine from `config`, loads the durable store into it, and the meter over it.
-    pub(crate) fn open(config: &ProxyConfig) -> Result<Quotas, ProxyError> {
+    /// Builds the engine from `config` and its configuration: from the cluster's configuration
+    /// log when [`ProxyConfig::cluster`] is set (then also joining the membership and sharing
+    /// `bps` usage), else from the durable store; and the meter over it.
+    pub(crate) async fn open(config: &ProxyConfig) -> Result<Quotas, ProxyError> {
         let mut builder = Engine::builder()
             .policy(config.policy)
             .broker_count(config.instance_count.get());
@@ -43,8 +48,15 @@ impl Quotas {
                 .build()
                 .map_err(|e| ProxyError::Engine(e.to_string()))?,
         );
-        let store: Option<Arc<dyn Persistence>> = match &config.data_dir {
-            Some(dir) => {
+        let cluster_error = |e: ClusterError| ProxyError::Cluster(e.to_string());
+        let store: Option<Arc<dyn Persistence>> = match (&config.cluster, &config.data_dir) {
+            (Some(cluster), _) => {
+                let log = ConfigLog::open(cluster.clone(), Arc::clone(&engine))
+                    .await
+                    .map_err(cluster_error)?;
+                Some(Arc::new(log))
+            }
+            (None, Some(dir)) => {
                 let store = Store::open(dir)
                     .map_err(|e| ProxyError::Store(dir.display().to_string(), e.to_string()))?;
                 let loaded = store
@@ -53,13 +65,23 @@ impl Quotas {
                 tracing::info!(dir = %dir.display(), entities = loaded, "quota store opened");
                 Some(Arc::new(store))
             }
-            None => None,
+            (None, None) => None,
         };
         let meter = Meter::with_clock(
             Arc::clone(&engine),
             Arc::new(SystemClock::new()),
             config.meter,
         );
+        let cluster = match &config.cluster {
+            Some(cluster) => {
+                let members =
+                    Membership::start(cluster, Arc::clone(&engine)).map_err(cluster_error)?;
+                let usage =
+                    UsageShare::start(cluster, meter.clone(), &members).map_err(cluster_error)?;
+                Some((members, usage))
+            }
+            None => None,
+        };
         let admin = Admin::new(
             engine,
             store,
@@ -71,6 +93,7 @@ impl Quotas {
             meter,
             admin,
             topics: Topics::default(),
+            _cluster: cluster,
         })
     }
 }

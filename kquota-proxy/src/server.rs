@@ -93,7 +93,7 @@ impl Proxy {
     /// proxy learns of each broker, from the responses that name it.
     pub async fn bind(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         config.check()?;
-        let quotas = Quotas::open(&config)?;
+        let quotas = Quotas::open(&config).await?;
         let tcp = TcpListener::bind(config.listen)
             .await
             .map_err(|e| ProxyError::Bind(config.listen, e))?;
