@@ -250,6 +250,8 @@ pub enum StartError {
     Store(kquota_store::StoreError),
     /// A listener could not be bound.
     Bind(SocketAddr, std::io::Error),
+    /// Joining the cluster through Kafka failed (the configuration log or the membership).
+    Cluster(kquota_cluster::ClusterError),
 }
 
 impl fmt::Display for StartError {
@@ -258,6 +260,7 @@ impl fmt::Display for StartError {
             StartError::Config(e) => write!(f, "{e}"),
             StartError::Store(e) => write!(f, "{e}"),
             StartError::Bind(addr, e) => write!(f, "cannot listen on {addr}: {e}"),
+            StartError::Cluster(e) => write!(f, "joining the cluster through Kafka: {e}"),
         }
     }
 }
@@ -269,6 +272,7 @@ impl Error for StartError {
             StartError::Config(e) => e.source(),
             StartError::Store(e) => e.source(),
             StartError::Bind(_, e) => Some(e),
+            StartError::Cluster(e) => Some(e),
         }
     }
 }

@@ -102,6 +102,11 @@ struct Args {
     /// Directory of the quota store [default: ./kquota-data]
     #[arg(long, value_name = "DIR")]
     data_dir: Option<String>,
+    /// Keep the configuration in this Kafka cluster's configuration topic instead, shared with
+    /// every instance pointed at it (kquota.cluster.bootstrap.servers; see also
+    /// kquota.cluster.instance.id and kquota.cluster.client.* with --override)
+    #[arg(long, value_name = "HOST:PORT,...")]
+    cluster_bootstrap: Option<String>,
     /// How client sub-quotas relate to a user's total: kip55 or kafka [default: kip55]
     #[arg(long, value_name = "POLICY")]
     sub_quota_policy: Option<String>,
@@ -241,6 +246,7 @@ fn settings(args: &Args) -> Result<ServerConfig, String> {
         ("sasl.credentials.file", &args.sasl_credentials_file),
         ("sasl.enabled.mechanisms", &args.sasl_enabled_mechanisms),
         ("kquota.data.dir", &args.data_dir),
+        ("kquota.cluster.bootstrap.servers", &args.cluster_bootstrap),
         ("kquota.sub.quota.policy", &args.sub_quota_policy),
         ("kquota.broker.count", &args.broker_count),
         (
@@ -357,7 +363,10 @@ fn main() -> ExitCode {
             .collect();
         info!(
             listeners = %listeners.join(","),
-            data_dir = %config.data_dir.display(),
+            configuration = %match &config.cluster_bootstrap {
+                Some(kafka) => format!("the topic {} at {kafka}", config.cluster_config_topic),
+                None => config.data_dir.display().to_string(),
+            },
             policy = ?config.policy,
             entities = server.loaded(),
             startup_ms = started.elapsed().as_millis() as u64,

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use kquota::Engine;
+use kquota::{Engine, Persistence};
+use kquota_cluster::{ClusterConfig, ConfigLog, Membership};
 use kquota_store::Store;
 use kquota_wire::{
     Authorizer, Credentials, Handler, SaslConfig, SaslMechanism, SecurityProtocol, ServerInfo,
@@ -28,6 +29,8 @@ pub struct Server {
     listeners: Vec<Listener>,
     config: ServerConfig,
     loaded: usize,
+    /// With a cluster: this instance's heartbeats, kept running.
+    _members: Option<Membership>,
 }
 
 impl fmt::Debug for Server {
@@ -93,8 +96,32 @@ impl Server {
             builder = builder.consumer_capacity(c);
         }
         let engine = Arc::new(builder.build().map_err(|e| ConfigError::Engine(e.into()))?);
-        let store = Arc::new(Store::open(&config.data_dir).map_err(StartError::Store)?);
-        let loaded = store.load_into(&engine).map_err(StartError::Store)?;
+        // The configuration: the cluster's configuration log, or the store in the data dir.
+        let (store, loaded, members): (Arc<dyn Persistence>, usize, Option<Membership>) =
+            match &config.cluster_bootstrap {
+                Some(bootstrap) => {
+                    let id = config
+                        .cluster_instance_id
+                        .clone()
+                        .unwrap_or_else(|| format!("kquotad-{}", config.node_id));
+                    let mut cluster = ClusterConfig::new(bootstrap.clone(), id);
+                    cluster.config_topic = config.cluster_config_topic.clone();
+                    cluster.replication_factor = config.cluster_replication_factor;
+                    cluster.alter_timeout = config.cluster_alter_timeout;
+                    cluster.client_properties = config.cluster_client.clone();
+                    let log = ConfigLog::open(cluster.clone(), Arc::clone(&engine))
+                        .await
+                        .map_err(StartError::Cluster)?;
+                    let members = Membership::start(&cluster, Arc::clone(&engine))
+                        .map_err(StartError::Cluster)?;
+                    (Arc::new(log), engine.entity_count(), Some(members))
+                }
+                None => {
+                    let store = Store::open(&config.data_dir).map_err(StartError::Store)?;
+                    let loaded = store.load_into(&engine).map_err(StartError::Store)?;
+                    (Arc::new(store), loaded, None)
+                }
+            };
         let authorizer = Authorizer::new(config.super_users.iter().cloned())
             .allow_anonymous_describe(config.describe_allow_anonymous);
         let mut base = Handler::new(
@@ -150,6 +177,7 @@ impl Server {
             listeners: bound,
             config,
             loaded,
+            _members: members,
         })
     }
 

@@ -107,6 +107,22 @@ pub struct ServerConfig {
     pub failed_authentication_delay: Duration,
     /// TLS settings (`ssl.*`).
     pub ssl: SslSettings,
+    /// Share one configuration with other instances through this Kafka cluster
+    /// (`kquota.cluster.bootstrap.servers`): the configuration log then takes the place of the
+    /// store in `kquota.data.dir`, and the membership gives `bps` its live instance count.
+    pub cluster_bootstrap: Option<String>,
+    /// This instance's id among the others (`kquota.cluster.instance.id`; default
+    /// `kquotad-<node.id>`).
+    pub cluster_instance_id: Option<String>,
+    /// The configuration topic (`kquota.cluster.config.topic`, `_kquota_config`).
+    pub cluster_config_topic: String,
+    /// The replication factor of the topics created (`kquota.cluster.replication.factor`, -1:
+    /// the cluster's default).
+    pub cluster_replication_factor: i32,
+    /// How long an alteration may wait for the log (`kquota.cluster.alter.timeout.ms`, 10000).
+    pub cluster_alter_timeout: Duration,
+    /// librdkafka properties of the instance's own Kafka clients (`kquota.cluster.client.KEY`).
+    pub cluster_client: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for ServerConfig {
@@ -142,6 +158,12 @@ impl Default for ServerConfig {
             sasl_credentials_file: None,
             failed_authentication_delay: Duration::from_millis(100),
             ssl: SslSettings::default(),
+            cluster_bootstrap: None,
+            cluster_instance_id: None,
+            cluster_config_topic: "_kquota_config".to_owned(),
+            cluster_replication_factor: -1,
+            cluster_alter_timeout: Duration::from_millis(10_000),
+            cluster_client: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -255,6 +277,35 @@ impl ServerConfig {
                 }
             }
             "kquota.data.dir" => self.data_dir = PathBuf::from(non_empty(value)?),
+            "kquota.cluster.bootstrap.servers" => {
+                self.cluster_bootstrap = Some(non_empty(value)?.to_owned())
+            }
+            "kquota.cluster.instance.id" => {
+                self.cluster_instance_id = Some(non_empty(value)?.to_owned())
+            }
+            "kquota.cluster.config.topic" => {
+                self.cluster_config_topic = non_empty(value)?.to_owned()
+            }
+            "kquota.cluster.replication.factor" => {
+                self.cluster_replication_factor = value
+                    .trim()
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|n| *n == -1 || *n > 0)
+                    .ok_or(Problem::PositiveNumber)?
+            }
+            "kquota.cluster.alter.timeout.ms" => {
+                self.cluster_alter_timeout =
+                    Duration::from_millis(number(value).ok_or(Problem::Milliseconds(0))?)
+            }
+            _ if key.starts_with("kquota.cluster.client.") => {
+                let property = &key["kquota.cluster.client.".len()..];
+                if property.is_empty() {
+                    return Err(None);
+                }
+                self.cluster_client
+                    .insert(property.to_owned(), value.to_owned());
+            }
             "kquota.sub.quota.policy" => {
                 self.policy = value
                     .parse::<SubQuotaPolicy>()
