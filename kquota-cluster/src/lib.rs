@@ -17,8 +17,11 @@
 
 mod config;
 mod log;
+mod members;
 mod record;
+mod split;
 mod topics;
+mod usage;
 
 // The public interface: what a host needs to join its instances through Kafka.
 //
@@ -27,3 +30,12 @@ pub use crate::config::{ClusterConfig, ClusterError};
 // The configuration as a replicated log, and the topic it is kept in by default.
 pub use crate::config::DEFAULT_CONFIG_TOPIC;
 pub use crate::log::ConfigLog;
+// Live membership: heartbeats through a topic, the engine's live instance count.
+pub use crate::config::DEFAULT_MEMBERS_TOPIC;
+pub use crate::members::Membership;
+// Usage sharing, and the split of cluster-wide `bps` limits it feeds.
+pub use crate::config::DEFAULT_USAGE_TOPIC;
+pub use crate::split::{split_limit, Demand, SharedSplit, SplitParams};
+pub use crate::usage::{
+    BucketUsage, UsageRecord, UsageShare, UsageTracker, DEFAULT_MAX_BUCKETS, MAX_RECORD_BYTES,
+};

@@ -1,0 +1,934 @@
+//! An instance's part of a cluster-wide `bps` limit, from the usage the instances share.
+//!
+//! [`split_limit`] is the decision, a pure function of the limit and each live instance's recent
+//! [`Demand`] for one bucket. [`SharedSplit`] keeps the latest usage of every instance (its own and
+//! the others', however they arrive) and answers the meter's [`BpsSplit`] questions from an
+//! immutable table rebuilt whenever that usage or the live set changes.
+//!
+//! # The decision
+//!
+//! With `L` the cluster-wide limit, `n` the live instances, and `m` (margin), `g` (growth) and
+//! `f` (floor) the [`SplitParams`], each instance *asks* for:
+//!
+//! * its windowed rate plus the margin, `rate × (1 + m)`, if it was not throttled lately: what it
+//!   uses, and room to grow by `m` before it is throttled;
+//! * the limit it has plus the growth, `max(limit, rate × (1 + g))`, if it was: it is short of
+//!   what it needs (its clients wait out throttles, so its real demand cannot be seen), and asks
+//!   for a little more at every interval. What it has is kept even as its rate falls while its
+//!   clients wait out a long throttle;
+//! * never less than a floor, `f × L / n`, so that an instance with no demand yet (a new one, or
+//!   a bucket it has not reported) can start at once.
+//!
+//! If the asks add up to `L` or less, everyone gets its ask, and what is left is shared equally
+//! (room to grow for all). Otherwise the parts are max-min fair: every ask below a level `λ` is
+//! met in full, and every other instance gets `λ`, with `λ` such that the parts add up to `L`.
+//! So an instance that uses little keeps what it uses, a saturated one gets what the others
+//! leave, saturated instances converge to equal parts, and one whose demand rises takes up to
+//! `g` more at each interval from those above it.
+//!
+//! In every case the parts of the `n` instances add up to exactly `L` when they decide from the
+//! same view, and nobody gets less than its floor ([`split_limit`]'s tests check both): the
+//! floors are inside `L`, not on top of it. Instances do not see the same view at the same
+//! instant (each sees the others' usage one delivery later than its own), so during a change
+//! the parts can briefly add up to more than `L`; `tests/split_sim.rs` measures how much (with
+//! the defaults, up to about 7% for a few hundred milliseconds around a change).
+//!
+//! Why not jump straight to the fair parts: the meter throttles a bucket whose windowed rate is
+//! above its limit for `(rate − limit) / limit` times the window (11 s by default), and mutes
+//! each of its connections for that long. A part cut well below an instance's rate silences it
+//! for seconds; parts that move by a bounded step per interval keep every instance sending.
+//!
+//! # The view
+//!
+//! [`SharedSplit`] answers only while its view is complete and recent: a record from every
+//! live instance (this one included) received within `max_age`, or, for an instance that became
+//! live less than `max_age` ago and has not published yet, nothing (it counts as idle meanwhile).
+//! Otherwise it declines, and the meter divides `L` by the live instance count.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use kquota::meter::{BpsSplit, BucketOwner, Clock};
+use kquota::{QuotaKey, QuotaType, Unit};
+use parking_lot::{Mutex, RwLock};
+
+use crate::usage::UsageRecord;
+
+/// One instance's recent use of one bucket: its windowed rate, the limit it last applied, and
+/// whether it was throttled lately (see [`UsageTracker`](crate::UsageTracker)).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Demand {
+    /// The measured rate, in bytes/s.
+    pub rate: f64,
+    /// The limit the instance last applied to the bucket, in bytes/s (0: unknown).
+    pub limit: f64,
+    /// Whether the bucket throttled lately: its demand is more than it was given.
+    pub throttled: bool,
+}
+
+impl Demand {
+    /// No use at all: an instance without the bucket, or one that has not reported it.
+    pub const IDLE: Demand = Demand {
+        rate: 0.0,
+        limit: 0.0,
+        throttled: false,
+    };
+
+    /// A demand of `rate` bytes/s under a limit of `limit` bytes/s (values that are negative or
+    /// not finite count as 0).
+    pub fn new(rate: f64, limit: f64, throttled: bool) -> Demand {
+        Demand {
+            rate: sane_rate(rate),
+            limit: sane_rate(limit),
+            throttled,
+        }
+    }
+}
+
+/// The most a rate is taken to be: beyond any real link, and far from overflowing a sum.
+const MAX_RATE: f64 = 1e18;
+
+/// A rate read from another instance, made safe to add up: not a number, negative or infinite
+/// counts as nothing, and huge ones are capped.
+pub(crate) fn sane_rate(rate: f64) -> f64 {
+    if rate.is_finite() && rate > 0.0 {
+        rate.min(MAX_RATE)
+    } else {
+        0.0
+    }
+}
+
+/// The settings of the split. [`SplitParams::default`] gives the defaults.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct SplitParams {
+    /// How much above its rate an instance that is not throttled asks for, as a fraction of its
+    /// rate (default 0.05): room to grow without being throttled. While another instance is
+    /// throttled, that room stands unused: at most `margin / (1 + margin)` of what the
+    /// unthrottled instances are given.
+    pub margin: f64,
+    /// The share of the limit set aside as floors, divided equally among the live instances
+    /// (default 0.1: each of `n` instances has at least `0.1 × L / n`). It is what an instance
+    /// with no demand yet starts from; 0 leaves such an instance nothing while others are
+    /// throttled.
+    pub floor: f64,
+    /// How much more than the limit it has a throttled instance asks for, as a fraction of it
+    /// (default 0.25): an instance short of what it needs gains up to this much at each usage
+    /// interval, and the others lose as much between them. Larger values move faster, but cut
+    /// the others harder, and the meter answers a cut below an instance's rate with long
+    /// throttles.
+    pub growth: f64,
+}
+
+impl Default for SplitParams {
+    fn default() -> Self {
+        SplitParams {
+            margin: 0.05,
+            floor: 0.1,
+            growth: 0.25,
+        }
+    }
+}
+
+fn non_negative(x: f64) -> f64 {
+    if x.is_finite() && x > 0.0 {
+        x
+    } else {
+        0.0
+    }
+}
+
+impl SplitParams {
+    /// The settings, made usable: a margin or growth that is negative or not finite is 0, a
+    /// floor is clamped to `0..=1`.
+    fn sanitized(self) -> SplitParams {
+        SplitParams {
+            margin: non_negative(self.margin),
+            floor: non_negative(self.floor).min(1.0),
+            growth: non_negative(self.growth),
+        }
+    }
+}
+
+/// What an instance asks for: an unthrottled one its rate plus the margin, a throttled one
+/// the limit it has plus the growth; never less than the floor.
+#[inline]
+fn ask(d: Demand, floor: f64, params: &SplitParams) -> f64 {
+    let want = if d.throttled {
+        // Its rate plus the growth, or at least what it has: while its clients wait out a long
+        // throttle its rate falls, and what it has must not fall with it.
+        d.limit.max(d.rate * (1.0 + params.growth))
+    } else {
+        d.rate * (1.0 + params.margin)
+    };
+    want.max(floor)
+}
+
+/// This instance's part, in bytes/s, of a cluster-wide limit of `limit` bytes/s for one bucket,
+/// given its own demand `me`, the demands of the other live instances that reported the bucket
+/// (`others`), and how many live instances did not report it (`idle_others`, each taken as
+/// [`Demand::IDLE`]). The module's documentation describes the decision; the parts of all the
+/// instances add up to `limit` when each decides from the same demands.
+///
+/// It allocates nothing: a few passes over `others` (at most one per instance that asks for
+/// more than the level, usually one or two). A limit that is not a positive finite number is
+/// returned as it is.
+pub fn split_limit(
+    limit: f64,
+    me: Demand,
+    others: &[Demand],
+    idle_others: usize,
+    params: &SplitParams,
+) -> f64 {
+    if !(limit.is_finite() && limit > 0.0) {
+        return limit;
+    }
+    let count = 1 + others.len() + idle_others;
+    let n = count as f64;
+    let floor = params.floor * limit / n;
+    let asks = || {
+        std::iter::once(me)
+            .chain(others.iter().copied())
+            .map(|d| ask(d, floor, params))
+    };
+    let idle = idle_others as f64 * floor;
+    let asked: f64 = asks().sum::<f64>() + idle;
+    let mine = ask(me, floor, params);
+    if asked <= limit {
+        // Enough for everyone: what is left goes to all alike, so that each can grow.
+        return mine + (limit - asked) / n;
+    }
+    // Not enough: the level λ with Σ min(ask, λ) = limit (max-min fairness), found by
+    // progressive filling. λ starts at limit / n, where Σ min(ask, λ) ≤ limit; each pass moves
+    // the asks below λ to the satisfied side and raises λ to share the rest among the others,
+    // so it only rises, and stops when no ask crosses it (at most one pass per instance).
+    // Idle instances ask for their floor, which is at most limit / n: satisfied from the start.
+    let mut level = limit / n;
+    let mut satisfied = usize::MAX;
+    loop {
+        let (mut below, mut under) = (idle, idle_others);
+        for a in asks() {
+            if a < level {
+                below += a;
+                under += 1;
+            }
+        }
+        let rest = count - under;
+        if under == satisfied || rest == 0 {
+            break;
+        }
+        satisfied = under;
+        level = level.max((limit - below) / rest as f64);
+    }
+    mine.min(level)
+}
+
+/// The slot of a `bps` key in a table entry, `None` for the other keys.
+fn slot(key: QuotaKey) -> Option<usize> {
+    if key.unit() != Unit::Bps {
+        return None;
+    }
+    Some(usize::from(key.quota_type() != QuotaType::ProducerByteRate))
+}
+
+/// One bucket as the table holds it: this instance's demand, the live others' that reported
+/// it, and how many live others did not.
+#[derive(Debug)]
+struct Slot {
+    me: Demand,
+    others: Vec<Demand>,
+    idle: usize,
+    /// The part last worked out, and for which limit (its bits): a bucket's limit rarely
+    /// changes, so most requests read this instead of working it out again.
+    part: OnceLock<(u64, f64)>,
+}
+
+impl Slot {
+    fn part(&self, limit: f64, params: &SplitParams) -> f64 {
+        if let Some((bits, part)) = self.part.get() {
+            if *bits == limit.to_bits() {
+                return *part;
+            }
+        }
+        let part = split_limit(limit, self.me, &self.others, self.idle, params);
+        // Kept only for the first limit asked about; another limit is worked out each time.
+        let _ = self.part.set((limit.to_bits(), part));
+        part
+    }
+}
+
+/// What the hot path reads: rebuilt in full at each change, never modified.
+#[derive(Debug, Default)]
+struct Table {
+    /// Answers are given while the split's clock is below this (0: never).
+    fresh_until: u64,
+    /// The live instances, this one included.
+    live: usize,
+    /// Per owner, the producer and the consumer `bps` bucket.
+    entries: HashMap<BucketOwner, [Option<Slot>; 2]>,
+}
+
+/// One instance's latest usage, as received.
+#[derive(Debug)]
+struct Report {
+    received_ms: u64,
+    buckets: Vec<(QuotaKey, BucketOwner, Demand)>,
+}
+
+impl Report {
+    fn from_record(record: &UsageRecord, received_ms: u64) -> Report {
+        // One demand per bucket, even from a record that names a bucket twice.
+        let mut seen = HashMap::with_capacity(record.buckets.len());
+        for b in &record.buckets {
+            if slot(b.key).is_some() {
+                seen.insert(
+                    (b.key, b.owner.clone()),
+                    Demand::new(b.rate, b.limit, b.throttled),
+                );
+            }
+        }
+        Report {
+            received_ms,
+            buckets: seen.into_iter().map(|((k, o), d)| (k, o, d)).collect(),
+        }
+    }
+}
+
+/// Everything the table is built from; only the threads that feed the split touch it.
+#[derive(Debug, Default)]
+struct Board {
+    /// The live instances, this one included.
+    live: BTreeSet<Arc<str>>,
+    /// When each instance that joined after the first live set became live here: one that has
+    /// not published yet counts as idle for `max_age` from then (it has just started), not as a
+    /// hole in the view. Those of the first live set get no such grace: they were there before
+    /// this instance, and are not idle.
+    live_since: HashMap<Arc<str>, u64>,
+    /// Whether the live set was ever given.
+    had_live: bool,
+    local: Option<Report>,
+    others: HashMap<Arc<str>, Report>,
+    stopped: bool,
+}
+
+/// A [`BpsSplit`] from shared usage: this instance's latest usage record, the latest one of
+/// every other instance, and the live set. Whoever moves the records (the Kafka usage topic
+/// through [`UsageShare`](crate::UsageShare), or anything else) feeds it with
+/// [`record_local`](SharedSplit::record_local), [`receive`](SharedSplit::receive) and
+/// [`set_live`](SharedSplit::set_live).
+///
+/// It declines (the meter then divides the limit by the live instance count) while its view is
+/// not complete and recent: unless every live instance, this one included, has a record
+/// received within `max_age` (one that became live less than `max_age` ago may have none yet:
+/// it counts as idle), and for good once [`stop`](SharedSplit::stop)ped.
+///
+/// The meter's questions are answered from an immutable table behind a read lock held only for
+/// the answer: one clock read, a lookup by owner, and the part kept from the previous request
+/// of the bucket (worked out again, without allocating, only when the table or the limit
+/// changed). The table is rebuilt, outside that lock, at each change.
+pub struct SharedSplit {
+    me: Arc<str>,
+    params: SplitParams,
+    max_age_ms: u64,
+    clock: Arc<dyn Clock>,
+    board: Mutex<Board>,
+    table: RwLock<Table>,
+}
+
+impl fmt::Debug for SharedSplit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let table = self.table.read();
+        f.debug_struct("SharedSplit")
+            .field("instance", &self.me)
+            .field("params", &self.params)
+            .field("max_age_ms", &self.max_age_ms)
+            .field("live", &table.live)
+            .field("buckets", &table.entries.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedSplit {
+    /// The split of instance `instance_id`, whose view is too old after `max_age`, reading the
+    /// time from `clock` (receipt times and the age of the view; any clock will do, it need not
+    /// be the meter's).
+    pub fn new(
+        instance_id: &str,
+        params: SplitParams,
+        max_age: Duration,
+        clock: Arc<dyn Clock>,
+    ) -> SharedSplit {
+        let me: Arc<str> = Arc::from(instance_id);
+        let board = Board {
+            live: BTreeSet::from([Arc::clone(&me)]),
+            ..Board::default()
+        };
+        SharedSplit {
+            me,
+            params: params.sanitized(),
+            max_age_ms: u64::try_from(max_age.as_millis()).unwrap_or(u64::MAX),
+            clock,
+            board: Mutex::new(board),
+            table: RwLock::new(Table::default()),
+        }
+    }
+
+    /// This instance's id.
+    pub fn instance_id(&self) -> &str {
+        &self.me
+    }
+
+    /// The settings in use.
+    pub fn params(&self) -> SplitParams {
+        self.params
+    }
+
+    /// The live instances are `live` from now on (this one always counts, listed or not). Those
+    /// given the first time must each have a record before the split answers; one added later
+    /// counts as idle until its first record, for `max_age` at most.
+    pub fn set_live<I, S>(&self, live: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut set: BTreeSet<Arc<str>> = live.into_iter().map(|s| Arc::from(s.as_ref())).collect();
+        set.insert(Arc::clone(&self.me));
+        let now = self.clock.now_ms();
+        let mut board = self.board.lock();
+        let grace = std::mem::replace(&mut board.had_live, true);
+        if board.live != set {
+            let Board {
+                live_since, live, ..
+            } = &mut *board;
+            live_since.retain(|id, _| set.contains(id));
+            if grace {
+                for id in &set {
+                    if !live.contains(id) {
+                        live_since.insert(Arc::clone(id), now);
+                    }
+                }
+            }
+            *live = set;
+            self.rebuild(&mut board);
+        }
+    }
+
+    /// This instance's own usage, as it was just published: the split decides from the same
+    /// record the others see, so that the parts add up.
+    pub fn record_local(&self, record: &UsageRecord) {
+        self.update(Some(record), []);
+    }
+
+    /// Other instances' records, received now (this instance's own are ignored). The table is
+    /// rebuilt once for the lot.
+    pub fn receive<I: IntoIterator<Item = UsageRecord>>(&self, records: I) {
+        self.update(None, records);
+    }
+
+    /// [`record_local`](SharedSplit::record_local) and [`receive`](SharedSplit::receive) at
+    /// once, with one rebuild of the table (its cost grows with the buckets of all the
+    /// instances, so a feeder that hears from many instances gathers their records).
+    pub fn update<I: IntoIterator<Item = UsageRecord>>(
+        &self,
+        local: Option<&UsageRecord>,
+        received: I,
+    ) {
+        let now = self.clock.now_ms();
+        let local = local.map(|r| Report::from_record(r, now));
+        let received: Vec<(Arc<str>, Report)> = received
+            .into_iter()
+            .filter(|r| *r.instance != *self.me)
+            .map(|r| (Arc::from(r.instance.as_str()), Report::from_record(&r, now)))
+            .collect();
+        if local.is_none() && received.is_empty() {
+            return;
+        }
+        let mut board = self.board.lock();
+        if local.is_some() {
+            board.local = local;
+        }
+        board.others.extend(received);
+        // Instances long gone are dropped, so that ids that come and go do not pile up.
+        let keep_ms = self.max_age_ms.saturating_mul(4);
+        let Board { live, others, .. } = &mut *board;
+        others.retain(|id, r| live.contains(id) || now.saturating_sub(r.received_ms) < keep_ms);
+        self.rebuild(&mut board);
+    }
+
+    /// Forgets instance `instance_id`'s usage (it stopped cleanly).
+    pub fn forget(&self, instance_id: &str) {
+        let mut board = self.board.lock();
+        if board.others.remove(instance_id).is_some() {
+            self.rebuild(&mut board);
+        }
+    }
+
+    /// Declines every question from now on: the meter divides by the live count again.
+    pub fn stop(&self) {
+        let mut board = self.board.lock();
+        board.stopped = true;
+        self.rebuild(&mut board);
+    }
+
+    /// Whether the split answers now (its view is complete and recent).
+    pub fn is_fresh(&self) -> bool {
+        self.clock.now_ms() < self.table.read().fresh_until
+    }
+
+    /// What the split decides from for one bucket: this instance's demand, then the other live
+    /// instances' that reported it (those that did not count as [`Demand::IDLE`]); `None` if
+    /// nobody reported it or `key` is not a `bps` key. For operators and tests: it allocates.
+    pub fn demands(&self, key: QuotaKey, owner: &BucketOwner) -> Option<(Demand, Vec<Demand>)> {
+        let s = slot(key)?;
+        let table = self.table.read();
+        let slot = table.entries.get(owner)?[s].as_ref()?;
+        Some((slot.me, slot.others.to_vec()))
+    }
+
+    /// The live instances the split divides among, this one included.
+    pub fn live_count(&self) -> usize {
+        self.table.read().live.max(1)
+    }
+
+    fn rebuild(&self, board: &mut Board) {
+        let table = self.build(board);
+        // The old table is dropped after the lock is released.
+        let old = std::mem::replace(&mut *self.table.write(), table);
+        drop(old);
+    }
+
+    fn build(&self, board: &Board) -> Table {
+        let others: Vec<&Report> = board
+            .live
+            .iter()
+            .filter(|id| ***id != *self.me)
+            .filter_map(|id| board.others.get(id))
+            .collect();
+        let live = board.live.len().max(1);
+        // Complete and recent: every live instance has a record younger than max_age, or became
+        // live less than max_age ago (it counts as idle until its first record).
+        let mut oldest = board.local.as_ref().map(|r| r.received_ms);
+        for id in board.live.iter().filter(|id| ***id != *self.me) {
+            let since = match board.others.get(id) {
+                Some(report) => Some(report.received_ms),
+                None => board.live_since.get(id).copied(),
+            };
+            oldest = match (oldest, since) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                _ => None,
+            };
+        }
+        let fresh_until = match oldest {
+            Some(oldest) if !board.stopped => oldest.saturating_add(self.max_age_ms),
+            _ => 0,
+        };
+        let capacity = board.local.as_ref().map_or(0, |r| r.buckets.len())
+            + others.iter().map(|r| r.buckets.len()).max().unwrap_or(0);
+        let mut entries: HashMap<BucketOwner, [Option<Slot>; 2]> = HashMap::with_capacity(capacity);
+        fn entry<'a>(
+            entries: &'a mut HashMap<BucketOwner, [Option<Slot>; 2]>,
+            key: QuotaKey,
+            owner: &BucketOwner,
+        ) -> Option<&'a mut Slot> {
+            let s = slot(key)?;
+            let e = entries.entry(owner.clone()).or_default();
+            Some(e[s].get_or_insert_with(|| Slot {
+                me: Demand::IDLE,
+                others: Vec::new(),
+                idle: 0,
+                part: OnceLock::new(),
+            }))
+        }
+        if let Some(local) = &board.local {
+            for (key, owner, d) in &local.buckets {
+                if let Some(e) = entry(&mut entries, *key, owner) {
+                    e.me = *d;
+                }
+            }
+        }
+        for report in &others {
+            for (key, owner, d) in &report.buckets {
+                if let Some(e) = entry(&mut entries, *key, owner) {
+                    e.others.push(*d);
+                }
+            }
+        }
+        for slot in entries.values_mut().flatten().flatten() {
+            slot.idle = (live - 1).saturating_sub(slot.others.len());
+        }
+        Table {
+            fresh_until,
+            live,
+            entries,
+        }
+    }
+}
+
+impl BpsSplit for SharedSplit {
+    /// `now_ms` is the meter's clock, whose origin this split does not know: the age of the view
+    /// is read from the split's own clock instead.
+    fn local_limit(
+        &self,
+        key: QuotaKey,
+        owner: &BucketOwner,
+        limit: f64,
+        _now_ms: u64,
+    ) -> Option<f64> {
+        let s = slot(key)?;
+        let now = self.clock.now_ms();
+        let table = self.table.read();
+        if now >= table.fresh_until {
+            return None;
+        }
+        Some(match table.entries.get(owner).and_then(|e| e[s].as_ref()) {
+            Some(slot) => slot.part(limit, &self.params),
+            // Nobody reported the bucket: everyone alike, the limit divided by the live count.
+            None => split_limit(limit, Demand::IDLE, &[], table.live - 1, &self.params),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::usage::BucketUsage;
+    use kquota::meter::ManualClock;
+
+    const L: f64 = 3_000_000.0;
+
+    /// A demand whose limit is its rate (what a saturated instance reports).
+    fn d(rate: f64, throttled: bool) -> Demand {
+        Demand::new(rate, rate, throttled)
+    }
+
+    /// Every instance's part, each deciding from the same view.
+    fn parts(limit: f64, all: &[Demand], params: &SplitParams) -> Vec<f64> {
+        (0..all.len())
+            .map(|i| {
+                let others: Vec<Demand> = all
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, d)| *d)
+                    .collect();
+                split_limit(limit, all[i], &others, 0, params)
+            })
+            .collect()
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+    }
+
+    fn all_close(got: &[f64], want: &[f64]) -> bool {
+        got.len() == want.len() && got.iter().zip(want).all(|(a, b)| close(*a, *b))
+    }
+
+    #[test]
+    fn the_70_20_10_case_gives_the_throttled_instance_what_the_others_leave() {
+        let p = SplitParams::default();
+        let all = [d(1.74e6, true), d(0.8e6, false), d(0.4e6, false)];
+        let got = parts(L, &all, &p);
+        assert!(all_close(&got, &[1.74e6, 0.84e6, 0.42e6]), "{got:?}");
+        // Whether the saturated instance throttled in its last interval does not matter: it
+        // asks for more than what is left either way.
+        let all = [d(1.74e6, false), d(0.8e6, false), d(0.4e6, false)];
+        let again = parts(L, &all, &p);
+        assert!(all_close(&again, &got), "{again:?}");
+        // From static division (1 MB/s each), the large instance gains 25% an interval until
+        // it has what the others leave.
+        let mut limits = [1e6, 1e6, 1e6];
+        for _ in 0..10 {
+            let all = [
+                Demand::new(limits[0], limits[0], true),
+                d(0.8e6, false),
+                d(0.4e6, false),
+            ];
+            limits[0] = parts(L, &all, &p)[0];
+        }
+        assert!(close(limits[0], 1.74e6), "{limits:?}");
+    }
+
+    #[test]
+    fn saturated_instances_move_to_equal_parts() {
+        let p = SplitParams::default();
+        let all = [d(1.5e6, true), d(1e6, true), d(0.5e6, true)];
+        let got = parts(L, &all, &p);
+        // The smallest asks for 25% more and gets it; the others share the rest equally.
+        assert!(all_close(&got, &[1.1875e6, 1.1875e6, 0.625e6]), "{got:?}");
+        // Fed back as their limits, the parts become equal within a few intervals.
+        let mut limits = got;
+        for _ in 0..6 {
+            let all: Vec<Demand> = limits.iter().map(|l| d(*l, true)).collect();
+            limits = parts(L, &all, &p);
+            assert!(close(limits.iter().sum(), L));
+        }
+        assert!(all_close(&limits, &[1e6, 1e6, 1e6]), "{limits:?}");
+    }
+
+    #[test]
+    fn nobody_short_shares_the_slack() {
+        let p = SplitParams::default();
+        let all = [d(0.5e6, false), d(0.2e6, false), d(0.0, false)];
+        let got = parts(L, &all, &p);
+        let floor = 0.1 * L / 3.0;
+        let slack = (L - 0.525e6 - 0.21e6 - floor) / 3.0;
+        assert!(
+            all_close(&got, &[0.525e6 + slack, 0.21e6 + slack, floor + slack]),
+            "{got:?}"
+        );
+        // A throttled instance that asks for less than there is gets its ask and the slack.
+        let all = [d(0.5e6, true), d(0.2e6, false)];
+        let got = parts(L, &all, &p);
+        let slack = (L - 0.625e6 - 0.21e6) / 2.0;
+        assert!(
+            all_close(&got, &[0.625e6 + slack, 0.21e6 + slack]),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn a_new_instance_gets_its_floor_then_grows() {
+        let p = SplitParams::default();
+        let floor = 0.1 * L / 3.0;
+        let all = [d(2e6, true), d(2e6, true), d(0.0, false)];
+        let got = parts(L, &all, &p);
+        assert!(
+            all_close(&got, &[(L - floor) / 2.0, (L - floor) / 2.0, floor]),
+            "{got:?}"
+        );
+        // The same, with the newcomer not reporting the bucket at all.
+        let alone = split_limit(L, d(2e6, true), &[d(2e6, true)], 1, &p);
+        assert!(close(alone, got[0]));
+        // Its demand appears: throttled at its floor, it gains 25% an interval.
+        let mut mine = floor;
+        for step in 1..=5 {
+            let all = [
+                d(got[0], true),
+                d(got[1], true),
+                Demand::new(mine, mine, true),
+            ];
+            let next = parts(L, &all, &p)[2];
+            assert!(close(next, mine * 1.25), "step {step}: {next} after {mine}");
+            mine = next;
+        }
+    }
+
+    #[test]
+    fn asking_too_much_is_cut_to_the_level_of_the_others() {
+        let p = SplitParams::default();
+        let floor = 0.1 * L / 3.0;
+        // The unthrottled ask for 2.1 + 1.575 MB/s, more than L: max-min, the small one whole.
+        let all = [d(2e6, false), d(1.5e6, false), d(0.1e6, true)];
+        let got = parts(L, &all, &p);
+        assert!(all_close(&got, &[1.4375e6, 1.4375e6, 0.125e6]), "{got:?}");
+        // Not below a floor, whatever the others ask.
+        let all = [d(9e6, true), d(9e6, false), d(0.0, true)];
+        let got = parts(L, &all, &p);
+        assert!(
+            all_close(&got, &[(L - floor) / 2.0, (L - floor) / 2.0, floor]),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn odd_limits_and_rates_are_harmless() {
+        let p = SplitParams::default();
+        assert_eq!(split_limit(0.0, d(1.0, true), &[], 0, &p), 0.0);
+        assert_eq!(split_limit(-5.0, d(1.0, true), &[], 0, &p), -5.0);
+        assert!(split_limit(f64::NAN, d(1.0, true), &[], 0, &p).is_nan());
+        let weird = [
+            Demand::new(f64::NAN, f64::NAN, false),
+            Demand::new(f64::INFINITY, -1.0, true),
+            Demand::new(-3.0, 5.0, false),
+        ];
+        let got = parts(L, &weird, &p);
+        assert!(got.iter().all(|x| x.is_finite() && *x >= 0.0), "{got:?}");
+        assert!(close(got.iter().sum(), L), "{got:?}");
+        // Alone, an instance has the whole limit.
+        assert!(close(split_limit(L, d(5e6, true), &[], 0, &p), L));
+        assert!(close(split_limit(L, d(1e3, false), &[], 0, &p), L));
+        // A zero floor leaves an idle instance nothing while another asks for it all.
+        let no_floor = SplitParams {
+            floor: 0.0,
+            ..SplitParams::default()
+        };
+        let got = parts(L, &[d(4e6, true), d(0.0, false)], &no_floor);
+        assert_eq!(got, vec![L, 0.0]);
+        let insane = SplitParams {
+            margin: f64::NAN,
+            floor: 7.0,
+            growth: -1.0,
+        }
+        .sanitized();
+        assert_eq!(
+            (insane.margin, insane.floor, insane.growth),
+            (0.0, 1.0, 0.0)
+        );
+    }
+
+    /// Any view, decided from by every instance alike: the parts are finite, at least the
+    /// floor, add up to the limit, and are max-min fair: an instance given less than it asked
+    /// for has at least as much as any other.
+    #[test]
+    fn parts_always_add_up_to_the_limit_and_are_max_min_fair() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for case in 0..20_000 {
+            let n = 1 + (next() % 12) as usize;
+            let limit = [1.0, 1e3, 3e6, 1e9, 9.2e18][(next() % 5) as usize];
+            let params = SplitParams {
+                margin: [0.0, 0.05, 0.1, 0.5][(next() % 4) as usize],
+                floor: [0.0, 0.01, 0.1, 0.5, 1.0][(next() % 5) as usize],
+                growth: [0.0, 0.1, 0.25, 1.0][(next() % 4) as usize],
+            };
+            let amount = |next: &mut dyn FnMut() -> u64| match next() % 4 {
+                0 => 0.0,
+                1 => limit * (next() % 1000) as f64 / 1000.0,
+                2 => limit * (next() % 10_000) as f64 / 1000.0,
+                _ => (next() % 1_000_000) as f64,
+            };
+            let all: Vec<Demand> = (0..n)
+                .map(|_| {
+                    let (rate, cap) = (amount(&mut next), amount(&mut next));
+                    Demand::new(rate, cap, next() % 3 == 0)
+                })
+                .collect();
+            let got = parts(limit, &all, &params);
+            let sum: f64 = got.iter().sum();
+            let eps = 1e-9 * limit;
+            assert!(
+                (sum - limit).abs() <= eps,
+                "case {case}: {all:?} {params:?} → {got:?} (sum {sum}, limit {limit})"
+            );
+            let floor = params.floor * limit / n as f64;
+            let most = got.iter().copied().fold(0.0, f64::max);
+            for (i, part) in got.iter().enumerate() {
+                assert!(
+                    part.is_finite() && *part >= floor - eps,
+                    "case {case}: {got:?}"
+                );
+                let asked = ask(all[i], floor, &params);
+                if *part < asked - eps {
+                    assert!(*part >= most - eps, "case {case}: {i} short in {got:?}");
+                }
+            }
+        }
+    }
+
+    fn record(instance: &str, buckets: &[(&str, f64, bool)]) -> UsageRecord {
+        UsageRecord {
+            instance: instance.to_owned(),
+            at_ms: 0,
+            buckets: buckets
+                .iter()
+                .map(|(user, rate, throttled)| BucketUsage {
+                    key: QuotaKey::PRODUCER_BPS,
+                    owner: BucketOwner::User(Arc::from(*user)),
+                    rate: *rate,
+                    limit: *rate,
+                    throttled: *throttled,
+                })
+                .collect(),
+        }
+    }
+
+    fn alice() -> BucketOwner {
+        BucketOwner::User(Arc::from("alice"))
+    }
+
+    #[test]
+    fn shared_split_answers_from_a_complete_recent_view() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let split = SharedSplit::new(
+            "a",
+            SplitParams::default(),
+            Duration::from_secs(2),
+            clock.clone(),
+        );
+        let ask = |key| split.local_limit(key, &alice(), L, 0);
+        // Nothing yet: declines.
+        assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
+        split.set_live(["a"]);
+        split.record_local(&record("a", &[("alice", 1.74e6, true)]));
+        // Alone and fresh: the whole limit.
+        assert!(close(ask(QuotaKey::PRODUCER_BPS).unwrap(), L));
+        // b and c join: idle until they report.
+        split.set_live(["a", "b", "c"]);
+        let want = split_limit(L, d(1.74e6, true), &[], 2, &split.params());
+        assert!(close(ask(QuotaKey::PRODUCER_BPS).unwrap(), want));
+        // ...for max_age at most: then the view has a hole, and the split declines.
+        clock.advance(2_000);
+        split.record_local(&record("a", &[("alice", 1.74e6, true)]));
+        assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
+        split.receive([
+            record("b", &[("alice", 0.8e6, false)]),
+            record("c", &[("alice", 0.4e6, false), ("bob", 5.0, false)]),
+        ]);
+        let got = ask(QuotaKey::PRODUCER_BPS).unwrap();
+        assert!(close(got, 1.74e6), "{got}");
+        // Non-bps keys are never split; an unreported bucket gets the limit over the live count.
+        assert_eq!(ask(QuotaKey::PRODUCER_BROKER_BPS), None);
+        assert!(close(ask(QuotaKey::CONSUMER_BPS).unwrap(), L / 3.0));
+        // An instance that is not live does not count.
+        split.receive([record("z", &[("alice", 9e6, true)])]);
+        assert!(close(ask(QuotaKey::PRODUCER_BPS).unwrap(), got));
+        // Its own records come only through record_local.
+        split.receive([record("a", &[("alice", 9e6, false)])]);
+        assert!(close(ask(QuotaKey::PRODUCER_BPS).unwrap(), got));
+        // Too old: declines; fresh again once all have reported anew.
+        clock.advance(2_000);
+        assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
+        assert!(!split.is_fresh());
+        split.record_local(&record("a", &[("alice", 1.74e6, true)]));
+        split.receive([record("b", &[("alice", 0.8e6, false)])]);
+        assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
+        split.receive([record("c", &[("alice", 0.4e6, false)])]);
+        assert!(split.is_fresh());
+        // c leaves: its usage no longer counts once the live set says so.
+        split.set_live(["a", "b"]);
+        assert_eq!(split.live_count(), 2);
+        let two = ask(QuotaKey::PRODUCER_BPS).unwrap();
+        let want = split_limit(L, d(1.74e6, true), &[d(0.8e6, false)], 0, &split.params());
+        assert!(close(two, want), "{two} {want}");
+        split.forget("b");
+        assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
+        split.receive([record("b", &[("alice", 0.8e6, false)])]);
+        assert!(split.is_fresh());
+        split.stop();
+        assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
+        split.record_local(&record("a", &[("alice", 1.74e6, true)]));
+        assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
+    }
+
+    /// An instance that starts among others waits for their records: they are not idle.
+    #[test]
+    fn the_first_live_set_has_no_grace() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let split = SharedSplit::new(
+            "c",
+            SplitParams::default(),
+            Duration::from_secs(2),
+            clock.clone(),
+        );
+        split.set_live(["a", "b", "c"]);
+        split.record_local(&record("c", &[]));
+        assert!(!split.is_fresh());
+        split.receive([record("a", &[("alice", 2e6, true)])]);
+        assert!(!split.is_fresh());
+        split.receive([record("b", &[("alice", 0.5e6, false)])]);
+        assert!(split.is_fresh());
+        let got = split
+            .local_limit(QuotaKey::PRODUCER_BPS, &alice(), L, 0)
+            .unwrap();
+        let floor = 0.1 * L / 3.0;
+        assert!(close(got, floor), "{got}");
+    }
+}
