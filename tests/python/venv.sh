@@ -25,7 +25,7 @@ if ! venv_ok; then
   fi
 fi
 
-echo "== installing test requirements (kafka-python==3.0.12, pytest, cryptography)"
+echo "== installing test requirements (kafka-python==3.0.12, pytest, cryptography, confluent-kafka)"
 if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -q -r "$REQS"; then
   die "pip could not install the requirements in $REQS into $VENV (is PyPI reachable?)"
 fi
@@ -35,7 +35,13 @@ import kafka, pytest, cryptography
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 if kafka.__version__ != "3.0.12":
     sys.exit("kafka-python is %s, expected 3.0.12" % kafka.__version__)
+import confluent_kafka
+if confluent_kafka.__version__ != "2.16.1":
+    sys.exit("confluent-kafka is %s, expected 2.16.1" % confluent_kafka.__version__)
+# Its librdkafka must have TLS and SCRAM built in (configuring them fails otherwise).
+confluent_kafka.Producer({"bootstrap.servers": "127.0.0.1:9", "security.protocol": "SASL_SSL",
+                          "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "u", "sasl.password": "p", "log_level": 0})
 PY
 then
-  die "the virtualenv does not provide kafka-python 3.0.12, pytest and cryptography; remove $VENV and retry"
+  die "the virtualenv does not provide kafka-python 3.0.12, pytest, cryptography and confluent-kafka; remove $VENV and retry"
 fi
