@@ -14,7 +14,7 @@ use kafka_protocol::messages::ApiKey;
 use kquota::meter::{ClientMeter, Throttle};
 use kquota_wire::Principal;
 use parking_lot::Mutex;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore, SemaphorePermit};
 use tracing::{debug, warn};
@@ -29,6 +29,9 @@ use crate::shared::{Shared, Target, SHUTDOWN_GRACE};
 /// Either side of a connection: TCP, or TLS over it.
 trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
+
+/// The read buffer of each side of a connection.
+const READ_BUFFER: usize = 8 * 1024;
 
 /// A frame's buffer starts this large and doubles as its bytes arrive.
 const FIRST_CHUNK: usize = 64 * 1024;
@@ -303,6 +306,10 @@ async fn proxy(
     let peer = conn.peer;
     let (client_r, client_w) = tokio::io::split(client);
     let (upstream_r, upstream_w) = tokio::io::split(upstream);
+    // Each side is read through a small buffer: a frame's size, header and (small) body come in
+    // one system call, not one each; a larger body is read straight into its frame.
+    let client_r = BufReader::with_capacity(READ_BUFFER, client_r);
+    let upstream_r = BufReader::with_capacity(READ_BUFFER, upstream_r);
     // The permits bound the answers owed, including the one being read or written; the queue
     // keeps their order (and never blocks: it has room for every permit).
     let owed = Semaphore::new(shared.config.max_in_flight);
