@@ -262,73 +262,46 @@ impl MutationRequest {
     fn split(mut self, refused: &[usize]) -> (Option<Bytes>, Refused) {
         let mut out = Refused::default();
         let message = || Some(StrBytes::from_static_str(THROTTLING_MESSAGE));
-        let keep = |i: usize| refused.binary_search(&i).is_err();
-        let total;
-        match &mut self.body {
-            MutationBody::Create(r) => {
-                total = r.topics.len();
-                let topics = std::mem::take(&mut r.topics);
-                for (i, t) in topics.into_iter().enumerate() {
-                    if keep(i) {
-                        r.topics.push(t);
-                    } else {
-                        let result = CreatableTopicResult::default()
-                            .with_name(t.name)
-                            .with_error_code(THROTTLING_QUOTA_EXCEEDED)
-                            .with_error_message(message())
-                            .with_num_partitions(-1)
-                            .with_replication_factor(-1);
-                        out.entries.push((i, RefusedTopic::Create(result)));
-                    }
-                }
-            }
-            MutationBody::Partitions(r) => {
-                total = r.topics.len();
-                let topics = std::mem::take(&mut r.topics);
-                for (i, t) in topics.into_iter().enumerate() {
-                    if keep(i) {
-                        r.topics.push(t);
-                    } else {
-                        let result = CreatePartitionsTopicResult::default()
-                            .with_name(t.name)
-                            .with_error_code(THROTTLING_QUOTA_EXCEEDED)
-                            .with_error_message(message());
-                        out.entries.push((i, RefusedTopic::Partitions(result)));
-                    }
-                }
-            }
+        let refused_at = |i: usize| refused.binary_search(&i).is_ok();
+        let total = match &mut self.body {
+            MutationBody::Create(r) => take_out(&mut r.topics, refused_at, &mut out, |t| {
+                RefusedTopic::Create(
+                    CreatableTopicResult::default()
+                        .with_name(t.name)
+                        .with_error_code(THROTTLING_QUOTA_EXCEEDED)
+                        .with_error_message(message())
+                        .with_num_partitions(-1)
+                        .with_replication_factor(-1),
+                )
+            }),
+            MutationBody::Partitions(r) => take_out(&mut r.topics, refused_at, &mut out, |t| {
+                RefusedTopic::Partitions(
+                    CreatePartitionsTopicResult::default()
+                        .with_name(t.name)
+                        .with_error_code(THROTTLING_QUOTA_EXCEEDED)
+                        .with_error_message(message()),
+                )
+            }),
             MutationBody::Delete(r) if self.version < 6 => {
-                total = r.topic_names.len();
-                let names = std::mem::take(&mut r.topic_names);
-                for (i, n) in names.into_iter().enumerate() {
-                    if keep(i) {
-                        r.topic_names.push(n);
-                    } else {
-                        let result = DeletableTopicResult::default()
+                take_out(&mut r.topic_names, refused_at, &mut out, |n| {
+                    RefusedTopic::Delete(
+                        DeletableTopicResult::default()
                             .with_name(Some(n))
                             .with_error_code(THROTTLING_QUOTA_EXCEEDED)
-                            .with_error_message(message());
-                        out.entries.push((i, RefusedTopic::Delete(result)));
-                    }
-                }
+                            .with_error_message(message()),
+                    )
+                })
             }
-            MutationBody::Delete(r) => {
-                total = r.topics.len();
-                let topics = std::mem::take(&mut r.topics);
-                for (i, t) in topics.into_iter().enumerate() {
-                    if keep(i) {
-                        r.topics.push(t);
-                    } else {
-                        let result = DeletableTopicResult::default()
-                            .with_name(t.name)
-                            .with_topic_id(t.topic_id)
-                            .with_error_code(THROTTLING_QUOTA_EXCEEDED)
-                            .with_error_message(message());
-                        out.entries.push((i, RefusedTopic::Delete(result)));
-                    }
-                }
-            }
-        }
+            MutationBody::Delete(r) => take_out(&mut r.topics, refused_at, &mut out, |t| {
+                RefusedTopic::Delete(
+                    DeletableTopicResult::default()
+                        .with_name(t.name)
+                        .with_topic_id(t.topic_id)
+                        .with_error_code(THROTTLING_QUOTA_EXCEEDED)
+                        .with_error_message(message()),
+                )
+            }),
+        };
         if out.entries.len() == total {
             return (None, out);
         }
@@ -359,6 +332,25 @@ pub(crate) enum Split {
     Partly(Bytes, Refused),
     /// Every topic is refused: the proxy's answer (size prefix included), not forwarded.
     All(Bytes),
+}
+
+/// Moves the entries of `items` at the places `refused_at` picks into `out`, each made into its
+/// refusal by `refuse`; the others stay, in order. Returns how many there were.
+fn take_out<T>(
+    items: &mut Vec<T>,
+    refused_at: impl Fn(usize) -> bool,
+    out: &mut Refused,
+    refuse: impl Fn(T) -> RefusedTopic,
+) -> usize {
+    let total = items.len();
+    for (i, item) in std::mem::take(items).into_iter().enumerate() {
+        if refused_at(i) {
+            out.entries.push((i, refuse(item)));
+        } else {
+            items.push(item);
+        }
+    }
+    total
 }
 
 /// A mutation answer, decoded to take the proxy's refusals.

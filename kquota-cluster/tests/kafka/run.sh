@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# kquota-cluster's configuration log against a real Apache Kafka 4.3.1 broker (interop/kafka/kafka.sh:
-# a single KRaft broker and controller on loopback): starts the broker, runs the `kafka` test target
-# (kquota-cluster/tests/kafka/main.rs) with KQUOTA_CLUSTER_BOOTSTRAP set, and stops the broker
-# whatever the outcome. The outage test stops the broker and starts it again in the same directory,
+# kquota-cluster against a real Apache Kafka 4.3.1 broker (interop/kafka/kafka.sh: a single KRaft
+# broker and controller on loopback): starts the broker, runs the `kafka` test target (the
+# configuration log, kquota-cluster/tests/kafka/main.rs) and the `kafka_share` one (membership and
+# usage sharing, kquota-cluster/tests/share/kafka.rs) with KQUOTA_CLUSTER_BOOTSTRAP set, and stops
+# the broker whatever the outcome. The outage test stops the broker and starts it again in the same directory,
 # on the same port and with the same data, through the two commands exported for it.
 #
 #   bash kquota-cluster/tests/kafka/run.sh [test name filter]
@@ -25,8 +26,8 @@ command -v cargo >/dev/null 2>&1 || die "cargo not found; install a Rust toolcha
 command -v java >/dev/null 2>&1 || die "java not found; install a JDK 17 or later"
 command -v mvn >/dev/null 2>&1 || die "mvn not found; install Maven"
 
-echo "== building the kafka test target of kquota-cluster"
-cargo test -p kquota-cluster --test kafka --no-run
+echo "== building the kafka and kafka_share test targets of kquota-cluster"
+cargo test -p kquota-cluster --test kafka --test kafka_share --no-run
 
 echo "== resolving Apache Kafka (Maven Central) and building interop/kafka"
 "$KAFKA_SH" build >/dev/null
@@ -79,9 +80,11 @@ exit 1
 EOF
 chmod +x "$WORK/broker-stop" "$WORK/broker-start"
 
-echo "== the kafka tests"
-KQUOTA_CLUSTER_BOOTSTRAP="$BOOTSTRAP" \
-  KQUOTA_CLUSTER_BROKER_STOP="$WORK/broker-stop" \
-  KQUOTA_CLUSTER_BROKER_START="$WORK/broker-start" \
-  cargo test -p kquota-cluster --test kafka -- --test-threads=1 --nocapture "$@"
-echo "== OK: kquota-cluster against Kafka"
+for target in kafka kafka_share; do
+  echo "== the $target tests"
+  KQUOTA_CLUSTER_BOOTSTRAP="$BOOTSTRAP" \
+    KQUOTA_CLUSTER_BROKER_STOP="$WORK/broker-stop" \
+    KQUOTA_CLUSTER_BROKER_START="$WORK/broker-start" \
+    cargo test -p kquota-cluster --test "$target" -- --test-threads=1 --nocapture "$@"
+done
+echo "== OK: kquota-cluster's configuration log, membership and usage sharing against Kafka"

@@ -1,5 +1,5 @@
 //! `Membership` and `UsageShare` against a real Kafka broker: run by
-//! `kquota-cluster/tests/share/run.sh`, which starts Apache Kafka and sets
+//! `kquota-cluster/tests/kafka/run.sh`, which starts Apache Kafka and sets
 //! `KQUOTA_CLUSTER_BOOTSTRAP` (and the commands that stop the broker and start it again). Without
 //! them every test fails: this target is not part of the default `cargo test`, so when it runs, it
 //! was asked for.
@@ -28,7 +28,7 @@ const DELIVERY: Duration = Duration::from_secs(1);
 
 fn bootstrap() -> String {
     std::env::var("KQUOTA_CLUSTER_BOOTSTRAP").expect(
-        "KQUOTA_CLUSTER_BOOTSTRAP is not set: run kquota-cluster/tests/share/run.sh, which starts \
+        "KQUOTA_CLUSTER_BOOTSTRAP is not set: run kquota-cluster/tests/kafka/run.sh, which starts \
          Kafka and sets it",
     )
 }
@@ -199,7 +199,7 @@ fn a_new_member_counts_those_already_there() {
 
 fn run(var: &str) {
     let cmd = std::env::var(var)
-        .unwrap_or_else(|_| panic!("{var} is not set: run kquota-cluster/tests/share/run.sh"));
+        .unwrap_or_else(|_| panic!("{var} is not set: run kquota-cluster/tests/kafka/run.sh"));
     let status = Command::new(&cmd).status().unwrap();
     assert!(status.success(), "{cmd}: {status}");
 }
