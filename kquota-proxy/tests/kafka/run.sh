@@ -8,7 +8,7 @@
 #
 #   bash kquota-proxy/tests/kafka/run.sh
 #
-#   KQUOTA_PROXY_FULL=1            rates averaged over 30 s instead of 12 (KQUOTA_PROXY_RATE_SECONDS=N: N s)
+#   KQUOTA_PROXY_FULL=1            rates averaged over 30 s instead of 20 (KQUOTA_PROXY_RATE_SECONDS=N: N s)
 #   KQUOTA_PROXY_RATE_PARALLEL=0   the rate clients one after the other (default: all at once)
 #   KQUOTA_PROXY_CASES=REGEX       only the matching cases (the run then fails: a partial run never passes)
 #   KQUOTA_PROXY_RESULTS=FILE      the results (JSON) written there too
