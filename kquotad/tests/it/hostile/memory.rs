@@ -267,6 +267,11 @@ fn refused_alterations_cost_their_bytes() {
             "9437184",
             "--queued-max-request-bytes",
             "18874368",
+            // The clients waiting for the budget are unproven until their request is read; on a
+            // loaded machine that can take longer than the default 10 s grace, which this test
+            // is not about.
+            "--override",
+            "kquota.connections.grace.ms=120000",
         ],
     );
     still_served(server.addr);
