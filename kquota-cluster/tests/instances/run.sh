@@ -30,7 +30,7 @@
 #      achieved must be within 10% of it; the static division (three proxies without a cluster,
 #      --instance-count 3, the quota set at each) is measured beside it and reported.
 #
-#   bash kquota-cluster/tests/instances/run.sh        # about 6 minutes once built
+#   bash kquota-cluster/tests/instances/run.sh        # about 4 minutes once built (7 with FULL)
 #
 #   KQUOTA_INSTANCES_FULL=1       test 6 with 20 s warm-up and 40 s windows, two rounds of each
 #                                 (default: 12 s and 20 s, one round)
