@@ -586,6 +586,26 @@ pub(crate) fn ensure_topic(
     settings: &[(&str, &str)],
     timeout: Duration,
 ) -> Result<(), ClusterError> {
+    // On a thread of its own: a host calls this from its async start-up, and a runtime can be
+    // neither started nor dropped on a thread that is inside one.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| create_topic(config, topic, settings, timeout))
+            .join()
+            .unwrap_or_else(|_| {
+                Err(ClusterError::Kafka(format!(
+                    "creating topic {topic} panicked"
+                )))
+            })
+    })
+}
+
+fn create_topic(
+    config: &ClusterConfig,
+    topic: &str,
+    settings: &[(&str, &str)],
+    timeout: Duration,
+) -> Result<(), ClusterError> {
     let admin: AdminClient<TracingContext> = config
         .client()
         .create_with_context(TracingContext::default())
