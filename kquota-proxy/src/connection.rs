@@ -1,4 +1,5 @@
-//! One client connection and its own connection to the broker its listener stands for: requests
+//! One client connection and its own connection to the broker its listener stands for (opened
+//! at the first request the proxy does not answer itself): requests
 //! forwarded as they come (up to `max_in_flight` unanswered), answers forwarded in the same
 //! order, the few that name brokers rewritten on the way, and quotas enforced as Kafka's broker
 //! enforces them: each request and answer metered for the connection's (user, client-id), the
@@ -14,9 +15,11 @@ use kafka_protocol::messages::ApiKey;
 use kquota::meter::{ClientMeter, Throttle};
 use kquota_wire::Principal;
 use parking_lot::Mutex;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{
+    AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadHalf, WriteHalf,
+};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, Semaphore, SemaphorePermit};
+use tokio::sync::{mpsc, oneshot, Semaphore, SemaphorePermit};
 use tracing::{debug, warn};
 
 use crate::config::HostPort;
@@ -213,8 +216,8 @@ enum Ended {
     Closed,
 }
 
-/// Connects to the broker `target` stands for and proxies `client` to it until either side
-/// leaves, a frame is refused, or the proxy stops.
+/// Proxies `client` to the broker `target` stands for (connected at the first request to forward)
+/// until either side leaves, a frame is refused, or the proxy stops.
 pub(crate) async fn serve(
     client: TcpStream,
     peer: SocketAddr,
@@ -248,32 +251,7 @@ pub(crate) async fn serve(
         warn!(%peer, ?target, "closing connection: no upstream address for this listener");
         return;
     };
-    let addr = upstream.to_string();
-    let connect = async {
-        let tcp = TcpStream::connect((upstream.host.as_str(), upstream.port)).await?;
-        let _ = tcp.set_nodelay(true);
-        let stream: Box<dyn Stream> = match &shared.config.upstream_tls {
-            None => Box::new(tcp),
-            Some(tls) => Box::new(tls.connect(tcp, &upstream.host).await?),
-        };
-        Ok::<_, std::io::Error>(stream)
-    };
-    let stream = tokio::select! {
-        r = tokio::time::timeout(timeout, connect) => r,
-        () = shared.stopping() => return,
-    };
-    let stream = match stream {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            warn!(%peer, upstream = %addr, "closing connection: cannot connect to the broker: {e}");
-            return;
-        }
-        Err(_) => {
-            warn!(%peer, upstream = %addr, "closing connection: connecting to the broker timed out");
-            return;
-        }
-    };
-    debug!(%peer, listener = ?target, upstream = %addr, %principal, "connection opened");
+    debug!(%peer, listener = ?target, upstream = %upstream, %principal, "connection opened");
     shared.stats.connection_opened();
     let who = Who {
         user: Arc::from(principal.name.as_str()),
@@ -290,32 +268,55 @@ pub(crate) async fn serve(
             who,
         }),
     };
-    proxy(client, stream, &conn, &upstream).await;
+    proxy(client, &conn, &upstream).await;
     shared.stats.connection_closed();
-    debug!(%peer, upstream = %addr, "connection closed");
+    debug!(%peer, upstream = %upstream, "connection closed");
 }
 
-/// Proxies `client` to `upstream`.
-async fn proxy(
-    client: Box<dyn Stream>,
-    upstream: Box<dyn Stream>,
-    conn: &Conn<'_>,
-    addr: &HostPort,
-) {
+/// Connects to the broker at `upstream`, over TLS if the cluster is reached so.
+async fn connect(upstream: &HostPort, shared: &Shared) -> Result<Box<dyn Stream>, String> {
+    let connect = async {
+        let tcp = TcpStream::connect((upstream.host.as_str(), upstream.port)).await?;
+        let _ = tcp.set_nodelay(true);
+        let stream: Box<dyn Stream> = match &shared.config.upstream_tls {
+            None => Box::new(tcp),
+            Some(tls) => Box::new(tls.connect(tcp, &upstream.host).await?),
+        };
+        Ok::<_, std::io::Error>(stream)
+    };
+    match tokio::time::timeout(shared.config.connect_timeout, connect).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(format!("cannot connect to the broker: {e}")),
+        Err(_) => Err("connecting to the broker timed out".to_owned()),
+    }
+}
+
+/// The broker's side of a connection, read by the answer side.
+type UpstreamReader = BufReader<ReadHalf<Box<dyn Stream>>>;
+
+/// Proxies `client` to `upstream`. The broker is connected to only when a request must be
+/// forwarded, so that a connection whose requests the proxy answers itself (the quota admin
+/// APIs) is served while the cluster is unreachable.
+async fn proxy(client: Box<dyn Stream>, conn: &Conn<'_>, addr: &HostPort) {
     let shared = conn.shared;
     let peer = conn.peer;
     let (client_r, client_w) = tokio::io::split(client);
-    let (upstream_r, upstream_w) = tokio::io::split(upstream);
     // Each side is read through a small buffer: a frame's size, header and (small) body come in
     // one system call, not one each; a larger body is read straight into its frame.
     let client_r = BufReader::with_capacity(READ_BUFFER, client_r);
-    let upstream_r = BufReader::with_capacity(READ_BUFFER, upstream_r);
     // The permits bound the answers owed, including the one being read or written; the queue
     // keeps their order (and never blocks: it has room for every permit).
     let owed = Semaphore::new(shared.config.max_in_flight);
     let (tx, rx) = mpsc::channel(shared.config.max_in_flight);
-    let requests = forward_requests(client_r, upstream_w, tx, &owed, conn);
-    let responses = forward_responses(upstream_r, client_w, rx, conn, addr);
+    // The broker's read half goes to the answer side once the request side has connected.
+    let (reader_tx, reader_rx) = oneshot::channel();
+    let upstream = Upstream {
+        addr,
+        writer: None,
+        reader: Some(reader_tx),
+    };
+    let requests = forward_requests(client_r, upstream, tx, &owed, conn);
+    let responses = forward_responses(reader_rx, client_w, rx, conn, addr);
     tokio::pin!(requests, responses);
     tokio::select! {
         ended = &mut requests => {
@@ -330,19 +331,54 @@ async fn proxy(
     }
 }
 
+/// The request side's view of the broker: not connected until the first request to forward.
+struct Upstream<'a> {
+    addr: &'a HostPort,
+    writer: Option<WriteHalf<Box<dyn Stream>>>,
+    /// Where the read half goes once connected.
+    reader: Option<oneshot::Sender<UpstreamReader>>,
+}
+
+impl Upstream<'_> {
+    /// The broker's write half, connecting first if this is the first request to forward.
+    async fn writer(&mut self, conn: &Conn<'_>) -> Result<&mut WriteHalf<Box<dyn Stream>>, Ended> {
+        if self.writer.is_none() {
+            let shared = conn.shared;
+            let connected = tokio::select! {
+                r = connect(self.addr, shared) => r,
+                () = shared.stopping() => return Err(Ended::Stopping),
+            };
+            let stream = connected.map_err(|why| {
+                warn!(peer = %conn.peer, upstream = %self.addr, "closing connection: {why}");
+                Ended::Closed
+            })?;
+            let (r, w) = tokio::io::split(stream);
+            let sent = self
+                .reader
+                .take()
+                .map(|tx| tx.send(BufReader::with_capacity(READ_BUFFER, r)).is_ok());
+            if sent != Some(true) {
+                // The answer side has ended: the connection is closing.
+                return Err(Ended::Closed);
+            }
+            self.writer = Some(w);
+        }
+        Ok(self.writer.as_mut().expect("connected above"))
+    }
+}
+
 /// Reads the client's requests and forwards each, as its bytes (a Fetch's `max_bytes` capped to
 /// the consumer's quota window), once its place in the queue of answers is taken; answers the
 /// quota admin APIs, and refuses a strict mutation from a client in debt, itself.
-async fn forward_requests<'a, R, W>(
+async fn forward_requests<'a, R>(
     mut client: R,
-    mut upstream: W,
+    mut upstream: Upstream<'_>,
     queue: mpsc::Sender<Owed<'a>>,
     owed: &'a Semaphore,
     conn: &Conn<'_>,
 ) -> Ended
 where
     R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
 {
     let shared = conn.shared;
     let peer = conn.peer;
@@ -452,6 +488,12 @@ where
             }
             local => (Some(local), false),
         };
+        // Connected before the answer is queued: the answer side then has the broker to read.
+        if to_broker {
+            if let Err(ended) = upstream.writer(conn).await {
+                return ended;
+            }
+        }
         if let Some(pending) = pending {
             // At max_in_flight, no more requests are read until an answer is written.
             let permit = tokio::select! {
@@ -468,6 +510,9 @@ where
             }
         }
         if to_broker {
+            let Ok(upstream) = upstream.writer(conn).await else {
+                return Ended::Closed;
+            };
             let write = async {
                 upstream.write_all(&frame).await?;
                 upstream.flush().await
@@ -591,28 +636,27 @@ fn throttled(shared: &Shared, kind: &'static str, t: &Throttle) {
 /// Reads each answer from the broker, in the queue's order, and sends it to the client,
 /// rewritten if it names brokers and throttled if the client is over a quota. Ends when the
 /// queue is closed and empty, or the connection is to close.
-async fn forward_responses<R, W>(
-    mut upstream: R,
+async fn forward_responses<W>(
+    mut connected: oneshot::Receiver<UpstreamReader>,
     mut client: W,
     mut queue: mpsc::Receiver<Owed<'_>>,
     conn: &Conn<'_>,
     addr: &HostPort,
 ) where
-    R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let shared = conn.shared;
     let peer = conn.peer;
     let config = &shared.config;
+    // The broker, once the request side has connected to it.
+    let mut broker: Option<UpstreamReader> = None;
     // The first byte of an answer, read while watching the broker.
     let mut carried: Option<u8> = None;
     loop {
         // While no answer is owed, the broker is watched too: if it closes (a broker restarting,
         // or closing an idle connection), so does the client's connection, at once, and the
         // client reconnects.
-        let pending = if carried.is_some() {
-            queue.recv().await
-        } else {
+        let pending = if let (None, Some(upstream)) = (carried, broker.as_mut()) {
             let mut first = [0u8; 1];
             tokio::select! {
                 biased;
@@ -638,6 +682,8 @@ async fn forward_responses<R, W>(
                     },
                 },
             }
+        } else {
+            queue.recv().await
         };
         let Some((pending, _owed)) = pending else {
             // The request side has ended and every answer is delivered.
@@ -652,6 +698,14 @@ async fn forward_responses<R, W>(
                 continue;
             }
             Pending::Upstream(f) => f,
+        };
+        // The request side connected before it queued this request.
+        let upstream = match &mut broker {
+            Some(b) => b,
+            None => match (&mut connected).await {
+                Ok(b) => broker.insert(b),
+                Err(_) => return,
+            },
         };
         let head = forwarded.head;
         // No timeout for the answer's start: a Fetch may wait as long as the client asked, and
@@ -680,7 +734,7 @@ async fn forward_responses<R, W>(
             );
             return;
         };
-        let wire = match read_body(&mut upstream, prefix, size, config.idle_timeout).await {
+        let wire = match read_body(upstream, prefix, size, config.idle_timeout).await {
             Ok(w) => Bytes::from(w),
             Err(why) => {
                 debug!(%peer, upstream = %addr, "closing connection: from the broker: {why}");

@@ -296,6 +296,48 @@ async fn alter_and_describe_client_quotas_are_answered_by_the_proxy_and_kept() {
 }
 
 #[tokio::test]
+async fn the_quota_admin_apis_are_answered_while_the_cluster_is_unreachable() {
+    bounded(async {
+        // A port nothing listens on: every connection to the "cluster" is refused.
+        let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let gone_addr = gone.local_addr().unwrap();
+        drop(gone);
+        let running = start(|c| {
+            c.super_users = vec![Principal::user("ANONYMOUS")];
+            c.upstream = gone_addr.to_string().parse().unwrap();
+        })
+        .await;
+        let mut c = Client::connect(running.addr).await;
+        let alter = AlterClientQuotasRequest::default().with_entries(vec![alter_entry(
+            &[("user", Some("alice"))],
+            "producer_byte_rate",
+            4096.0,
+        )]);
+        let r: AlterClientQuotasResponse = c.call(ApiKey::AlterClientQuotas, 1, &alter).await;
+        assert_eq!(r.entries[0].error_code, 0);
+        let r: DescribeClientQuotasResponse = c
+            .call(ApiKey::DescribeClientQuotas, 1, &describe_user("alice"))
+            .await;
+        assert_eq!(
+            described(&r, "alice"),
+            vec![("producer_byte_rate".to_owned(), 4096.0)]
+        );
+        // A request for the cluster closes the connection: the broker cannot be reached.
+        c.send_frame(&request(
+            ApiKey::Metadata,
+            12,
+            7,
+            "c",
+            &MetadataRequest::default(),
+        ))
+        .await;
+        assert!(c.closed().await, "a request the cluster must answer");
+        running.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn alter_client_quotas_without_super_users_is_refused_per_entry() {
     bounded(async {
         let dir = DataDir::new("refused");
