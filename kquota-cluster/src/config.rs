@@ -77,6 +77,9 @@ impl ClusterConfig {
         let mut c = ClientConfig::new();
         c.set("bootstrap.servers", &self.bootstrap_servers);
         c.set("client.id", format!("kquota-{}", self.instance_id));
+        // librdkafka backs off up to 10 s between reconnects by default: after an outage, the
+        // instances would follow the log again up to 10 s apart. Overridable, as any property.
+        c.set("reconnect.backoff.max.ms", "1000");
         for (k, v) in &self.client_properties {
             c.set(k, v);
         }
