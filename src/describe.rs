@@ -21,6 +21,50 @@ pub enum BrokerLimit {
     },
 }
 
+/// Where an instance's part of a cluster-wide `bps` limit comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BpsView {
+    /// The limit divided by the live instance count: no usage is shared between the instances
+    /// (what [`Engine::describe`](crate::Engine::describe) reports, since the engine alone knows
+    /// only the count).
+    LiveCount {
+        /// The live instances divided by.
+        instances: u32,
+    },
+    /// Decided from the usage the instances share: this instance's part by demand.
+    SharedUsage,
+    /// Usage is shared, but the view is older than its bound (or incomplete): the limit divided
+    /// by the live instance count until it is fresh again.
+    Stale {
+        /// The live instances divided by.
+        instances: u32,
+    },
+}
+
+impl BpsView {
+    /// A stable spelling for labels and logs: `live_count`, `shared_usage` or `stale`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BpsView::LiveCount { .. } => "live_count",
+            BpsView::SharedUsage => "shared_usage",
+            BpsView::Stale { .. } => "stale",
+        }
+    }
+}
+
+impl std::fmt::Display for BpsView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BpsView::LiveCount { instances } => write!(f, "divided by {instances} live instances"),
+            BpsView::SharedUsage => f.write_str("from shared usage"),
+            BpsView::Stale { instances } => write!(
+                f,
+                "shared usage too old: divided by {instances} live instances"
+            ),
+        }
+    }
+}
+
 /// A configured entry that a more specific level overrides.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Overridden {
@@ -48,6 +92,8 @@ pub struct DescribedQuota {
     pub effective: f64,
     /// What it means on this broker.
     pub broker_limit: BrokerLimit,
+    /// For a `bps` key, which view `broker_limit` came from; `None` for the other units.
+    pub bps_view: Option<BpsView>,
     /// Less specific entries for the same key, most specific first (only when asked for).
     pub overridden: Vec<Overridden>,
 }
@@ -135,6 +181,9 @@ pub(crate) fn describe(
             level,
             effective,
             broker_limit: broker.broker_limit(key, effective),
+            bps_view: (key.unit() == Unit::Bps).then_some(BpsView::LiveCount {
+                instances: broker.broker_count.max(1),
+            }),
             overridden,
         });
     }

@@ -139,7 +139,8 @@ pub use crate::engine::Subscriber;
 pub use crate::notify::{ChangeNotification, NotificationV1, NotificationV2};
 // Reading the configuration back: describe and list, and their text as Kafka's tools print it.
 pub use crate::describe::{
-    BrokerLimit, BrokerView, ComponentMatch, DescribedQuota, ListFilter, ListedEntity, Overridden,
+    BpsView, BrokerLimit, BrokerView, ComponentMatch, DescribedQuota, ListFilter, ListedEntity,
+    Overridden,
 };
 pub use crate::text::{format_describe, format_list};
 // Answering as Kafka does: its error codes, and the Java map order its messages follow.

@@ -556,6 +556,7 @@ mod tests {
             recorded_total: 0.0,
             throttle_ms_total: 0,
             throttle_count: throttles,
+            bps_view: Some(kquota::BpsView::SharedUsage),
         }
     }
 

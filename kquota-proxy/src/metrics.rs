@@ -41,7 +41,7 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use kquota::meter::{BucketOwner, BucketSnapshot, Meter};
-use kquota::{Level, QuotaKey, QuotaType};
+use kquota::{BpsView, Level, QuotaKey, QuotaType};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabel, EncodeLabelSet, EncodeLabelValue, EncodeMetric,
@@ -403,6 +403,20 @@ impl EncodeLabelSet for BucketLabels {
     }
 }
 
+/// A bucket's labels and the `view` its `bps` limit came from.
+#[derive(Debug)]
+struct ViewLabels<'a> {
+    bucket: &'a BucketLabels,
+    view: BpsView,
+}
+
+impl EncodeLabelSet for ViewLabels<'_> {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> fmt::Result {
+        self.bucket.encode(encoder)?;
+        ("view", self.view.as_str()).encode(encoder.encode_label())
+    }
+}
+
 /// The values of one bucket series: one bucket's, or the sum of several (folded buckets, or
 /// buckets whose capped names coincide).
 #[derive(Clone, Copy, Debug, Default)]
@@ -412,10 +426,13 @@ struct BucketValues {
     recorded: f64,
     throttles: u64,
     throttle_ms: u64,
+    /// Which view a `bps` limit came from: the first bucket's, for a series of several.
+    view: Option<BpsView>,
 }
 
 impl BucketValues {
     fn add(&mut self, b: &BucketSnapshot) {
+        self.view = self.view.or(b.bps_view);
         self.measured += finite(b.measured);
         self.limit += finite(b.limit);
         self.recorded += finite(b.recorded_total).max(0.0);
@@ -515,6 +532,10 @@ impl Buckets {
             let b = &buckets[i];
             other.entry(b.key).or_default().add(b);
         }
+        // A sum of buckets has no one view.
+        for v in other.values_mut() {
+            v.view = None;
+        }
         series.extend(other.into_iter().map(|(k, v)| (BucketLabels::other(k), v)));
         Buckets {
             series,
@@ -546,6 +567,21 @@ impl Collector for Buckets {
             self.series
                 .iter()
                 .map(|(l, v)| (l, ConstGauge::new(v.limit))),
+        )?;
+        let views: Vec<(ViewLabels<'_>, f64)> = self
+            .series
+            .iter()
+            .filter_map(|(l, v)| {
+                let view = v.view?;
+                Some((ViewLabels { bucket: l, view }, 1.0))
+            })
+            .collect();
+        family(
+            &mut encoder,
+            "kquota_proxy_bucket_limit_view",
+            "Where a bps bucket's limit came from (1 for its view): live_count (the cluster-wide limit divided by the live instances), shared_usage (this instance's part by the usage the instances share) or stale (shared usage too old: divided by the live instances).",
+            MetricType::Gauge,
+            views.iter().map(|(l, v)| (l, ConstGauge::new(*v))),
         )?;
         family(
             &mut encoder,
@@ -1008,6 +1044,56 @@ mod tests {
             clock.advance(100);
         }
         panic!("{user} was never throttled");
+    }
+
+    /// Gives bob's bucket half of every `bps` limit, and declines for everyone else.
+    #[derive(Debug)]
+    struct HalfForBob;
+
+    impl kquota::meter::BpsSplit for HalfForBob {
+        fn local_limit(&self, _: QuotaKey, owner: &BucketOwner, limit: f64, _: u64) -> Option<f64> {
+            (*owner == BucketOwner::User("bob".into())).then_some(limit / 2.0)
+        }
+    }
+
+    #[test]
+    fn bps_buckets_say_which_view_their_limit_came_from() {
+        let (meter, _) = meter(&[
+            Alteration::new(&Entity::User(named("alice"))).set("producer_byte_rate:bps", 8_000.0),
+            Alteration::new(&Entity::User(named("bob"))).set("producer_byte_rate:bps", 8_000.0),
+            Alteration::new(&Entity::User(named("carol"))).set("producer_byte_rate", 8_000.0),
+        ]);
+        let view = |user: &str, view: &str| {
+            format!(
+                "kquota_proxy_bucket_limit_view{{user=\"{user}\",client_id=\"\",ip=\"\",quota=\"producer_byte_rate:bps\",level=\"user\",view=\"{view}\"}}"
+            )
+        };
+        let stats = Stats::default();
+        let _ = meter.client("alice", "app").produce(10);
+        let s = samples(&render(&meter, &stats, 100));
+        assert_eq!(value(&s, &view("alice", "live_count")), 1.0);
+        assert_eq!(
+            s.keys().filter(|k| k.contains("limit_view")).count(),
+            1,
+            "one view series per bps bucket, none for other units"
+        );
+        assert!(meter.set_bps_split(Arc::new(HalfForBob)));
+        for user in ["alice", "bob", "carol"] {
+            let _ = meter.client(user, "app").produce(10);
+        }
+        let s = samples(&render(&meter, &stats, 100));
+        assert_eq!(value(&s, &view("bob", "shared_usage")), 1.0);
+        assert_eq!(value(&s, &view("alice", "stale")), 1.0);
+        assert!(!s.contains_key(&view("alice", "live_count")), "{s:#?}");
+        assert_eq!(s.keys().filter(|k| k.contains("limit_view")).count(), 2);
+        let bob = labels("bob", "", "", "producer_byte_rate:bps", "user");
+        assert_eq!(
+            value(&s, &format!("kquota_proxy_bucket_limit{bob}")),
+            4_000.0
+        );
+        // A sum of folded buckets has no one view.
+        let s = samples(&render(&meter, &stats, 0));
+        assert_eq!(s.keys().filter(|k| k.contains("limit_view")).count(), 0);
     }
 
     #[test]

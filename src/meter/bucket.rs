@@ -1,7 +1,7 @@
 //! One shared rate: its measure (a windowed rate or a token bucket), its lock-free allowance and
 //! the totals kept for snapshots.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
@@ -37,8 +37,33 @@ pub(super) struct Bucket<A: ?Sized = Allowance> {
     pub(super) expired: AtomicBool,
     /// The latest share weight (f64 bits), for `shares` buckets; read without the lock by the split.
     pub(super) weight_bits: AtomicU64,
+    /// Which view the latest `bps` limit came from ([`BpsViewCode`]), for snapshots.
+    pub(super) bps_view: AtomicU8,
     /// Headroom that requests take without the lock while they cannot be throttled.
     pub(super) allowance: A,
+}
+
+/// [`BpsView`](crate::BpsView) as a bucket keeps it: without the instance count (a snapshot
+/// reads that from the engine).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum BpsViewCode {
+    None = 0,
+    LiveCount = 1,
+    SharedUsage = 2,
+    Stale = 3,
+}
+
+impl BpsViewCode {
+    pub(super) fn view(code: u8, instances: u32) -> Option<crate::BpsView> {
+        use crate::BpsView;
+        match code {
+            1 => Some(BpsView::LiveCount { instances }),
+            2 => Some(BpsView::SharedUsage),
+            3 => Some(BpsView::Stale { instances }),
+            _ => None,
+        }
+    }
 }
 
 /// The part of a bucket that each request changes.
@@ -94,6 +119,7 @@ impl<const N: usize> Bucket<Allowance<[CachePadded<Stripe>; N]>> {
             key,
             owner,
             level,
+            bps_view: AtomicU8::new(BpsViewCode::None as u8),
             allowance,
             state: Mutex::new(BucketState {
                 measure,

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::describe::BpsView;
 use crate::entity::Level;
 use crate::key::QuotaKey;
 
@@ -85,4 +86,7 @@ pub struct BucketSnapshot {
     pub throttle_ms_total: u64,
     /// How many decisions throttled.
     pub throttle_count: u64,
+    /// For a `bps` key, which view `limit` came from; `None` for the other units, or before the
+    /// first request.
+    pub bps_view: Option<BpsView>,
 }

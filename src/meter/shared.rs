@@ -7,14 +7,16 @@ use std::sync::{Arc, OnceLock};
 use dashmap::DashMap;
 
 use super::allowance;
-use super::bucket::{Bucket, Measure};
+use super::bucket::{BpsViewCode, Bucket, Measure};
 use super::clock::{Clock, SystemClock};
 use super::config::MeterConfig;
 use super::decision::{BucketOwner, BucketSnapshot, Throttle};
 use super::rate::{self, Window};
+use crate::describe::{BpsView, BrokerLimit, DescribedQuota};
 use crate::engine::Engine;
 use crate::entity::Level;
 use crate::key::{QuotaKey, QuotaType, Unit};
+use crate::scope::BucketScope;
 
 /// The sum of active share weights of one quota type, recomputed at most once per sample window.
 #[derive(Debug, Default)]
@@ -125,9 +127,52 @@ impl Meter {
         bucket.throttle(ms)
     }
 
+    /// [`Engine::describe`] on this instance: each `bps` limit as this meter applies it, split by
+    /// the shared usage when the instances share it ([`Meter::set_bps_split`]), and which view it
+    /// came from ([`DescribedQuota::bps_view`]). A name given as `None` is described as the empty
+    /// name, whose bucket nobody metered.
+    pub fn describe(
+        &self,
+        user: Option<&str>,
+        client_id: Option<&str>,
+        include_overrides: bool,
+    ) -> Vec<DescribedQuota> {
+        let mut out = self
+            .inner
+            .engine
+            .describe(user, client_id, include_overrides);
+        let Some(split) = self.inner.bps_split.get() else {
+            return out;
+        };
+        let now = self.inner.clock.now_ms();
+        let instances = self.inner.engine.broker_view().broker_count.max(1);
+        let (user, client_id): (Arc<str>, Arc<str>) = (
+            Arc::from(user.unwrap_or_default()),
+            Arc::from(client_id.unwrap_or_default()),
+        );
+        for q in out.iter_mut().filter(|q| q.key.unit() == Unit::Bps) {
+            let owner = match q.level.bucket_scope() {
+                BucketScope::UserClient => {
+                    BucketOwner::UserClient(Arc::clone(&user), Arc::clone(&client_id))
+                }
+                BucketScope::User => BucketOwner::User(Arc::clone(&user)),
+                BucketScope::ClientId => BucketOwner::ClientId(Arc::clone(&client_id)),
+            };
+            match split.local_limit(q.key, &owner, q.effective, now) {
+                Some(limit) => {
+                    q.broker_limit = BrokerLimit::Rate(limit);
+                    q.bps_view = Some(BpsView::SharedUsage);
+                }
+                None => q.bps_view = Some(BpsView::Stale { instances }),
+            }
+        }
+        out
+    }
+
     /// The active buckets: who is metered, against what limit, at what rate, and how much throttled.
     pub fn snapshot(&self) -> Vec<BucketSnapshot> {
         let now = self.inner.clock.now_ms();
+        let instances = self.inner.engine.broker_view().broker_count.max(1);
         let mut out: Vec<BucketSnapshot> = self
             .inner
             .buckets
@@ -150,6 +195,7 @@ impl Meter {
                     recorded_total: state.recorded,
                     throttle_ms_total: state.throttle_ms_total,
                     throttle_count: state.throttle_count,
+                    bps_view: BpsViewCode::view(b.bps_view.load(Ordering::Relaxed), instances),
                 }
             })
             .collect();
@@ -313,6 +359,15 @@ impl Inner {
             Unit::Bps => {
                 let split = self.bps_split.get();
                 let shared = split.and_then(|s| s.local_limit(key, &bucket.owner, value, now));
+                let view = match (split, shared) {
+                    (_, Some(_)) => BpsViewCode::SharedUsage,
+                    (Some(_), None) => BpsViewCode::Stale,
+                    (None, None) => BpsViewCode::LiveCount,
+                } as u8;
+                // Written only when it changes: a hot bucket's line is not dirtied per request.
+                if bucket.bps_view.load(Ordering::Relaxed) != view {
+                    bucket.bps_view.store(view, Ordering::Relaxed);
+                }
                 Some(shared.unwrap_or_else(|| {
                     value / f64::from(self.engine.broker_view().broker_count.max(1))
                 }))

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::thread;
 
 use kquota::meter::{BucketOwner, ClientMeter, Clock, ManualClock, Meter, MeterConfig};
-use kquota::{Alteration, Engine, Entity, QuotaKey};
+use kquota::{Alteration, BpsView, BrokerLimit, Engine, Entity, QuotaKey};
 
 use kquota_testkit::{alter_ok, d, n, uc};
 
@@ -484,13 +484,71 @@ fn a_bps_split_decides_the_local_part_and_none_falls_back_to_the_instance_count(
     let limits: Vec<_> = meter
         .snapshot()
         .into_iter()
-        .map(|b| (b.owner.to_string(), b.limit))
+        .map(|b| (b.owner.to_string(), b.limit, b.bps_view))
         .collect();
     assert_eq!(
         limits,
         vec![
-            ("(user=alice)".to_owned(), 7_000.0),
-            ("(user=bob)".to_owned(), 2_500.0)
+            (
+                "(user=alice)".to_owned(),
+                7_000.0,
+                Some(BpsView::SharedUsage)
+            ),
+            (
+                "(user=bob)".to_owned(),
+                2_500.0,
+                Some(BpsView::Stale { instances: 4 })
+            )
         ]
+    );
+}
+
+#[test]
+fn describe_says_which_view_each_bps_limit_came_from() {
+    let engine = Engine::builder().broker_count(4).build().unwrap();
+    let (engine, _, meter) = setup(
+        engine,
+        &[
+            user("alice").set("producer_byte_rate:bps", 10_000.0),
+            user("bob")
+                .set("producer_byte_rate:bps", 10_000.0)
+                .set("consumer_byte_rate", 5_000.0),
+        ],
+    );
+    let view = |d: &[kquota::DescribedQuota], key: QuotaKey| {
+        let q = d.iter().find(|q| q.key == key).expect("described");
+        (q.broker_limit, q.bps_view)
+    };
+    // Without shared usage: the limit divided by the live count, engine and meter alike.
+    let divided = (
+        BrokerLimit::Rate(2_500.0),
+        Some(BpsView::LiveCount { instances: 4 }),
+    );
+    let alice = meter.describe(Some("alice"), Some("c"), false);
+    assert_eq!(view(&alice, QuotaKey::PRODUCER_BPS), divided);
+    assert_eq!(engine.describe(Some("alice"), Some("c"), false), alice);
+    // With it: the split's part where it answers, the fallback (and why) where it declines.
+    assert!(meter.set_bps_split(Arc::new(FixedSplit)));
+    let alice = meter.describe(Some("alice"), Some("c"), false);
+    assert_eq!(
+        view(&alice, QuotaKey::PRODUCER_BPS),
+        (BrokerLimit::Rate(7_000.0), Some(BpsView::SharedUsage))
+    );
+    let bob = meter.describe(Some("bob"), Some("c"), false);
+    assert_eq!(
+        view(&bob, QuotaKey::PRODUCER_BPS),
+        (
+            BrokerLimit::Rate(2_500.0),
+            Some(BpsView::Stale { instances: 4 })
+        )
+    );
+    // Other units have no view.
+    assert_eq!(
+        view(&bob, QuotaKey::CONSUMER_BROKER_BPS),
+        (BrokerLimit::Rate(5_000.0), None)
+    );
+    assert_eq!(
+        BpsView::Stale { instances: 4 }.to_string(),
+        "shared usage too old: divided by 4 live instances"
     );
 }

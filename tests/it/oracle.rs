@@ -10,9 +10,9 @@
 use std::net::IpAddr;
 
 use kquota::{
-    Alteration, BrokerLimit, BrokerView, ComponentMatch, DescribedQuota, Entity, EntityName,
-    EntityPart, EntityType, Level, ListFilter, ListedEntity, Overridden, Quota, QuotaKey,
-    SubQuotaPolicy,
+    Alteration, BpsView, BrokerLimit, BrokerView, ComponentMatch, DescribedQuota, Entity,
+    EntityName, EntityPart, EntityType, Level, ListFilter, ListedEntity, Overridden, Quota,
+    QuotaKey, SubQuotaPolicy,
 };
 
 /// Every accepted key spelling, written out by hand from `docs/semantics.md`'s key table (Keys and
@@ -283,6 +283,11 @@ impl Oracle {
                 level,
                 effective,
                 broker_limit: self.broker_limit(key, effective),
+                bps_view: [QuotaKey::PRODUCER_BPS, QuotaKey::CONSUMER_BPS]
+                    .contains(&key)
+                    .then_some(BpsView::LiveCount {
+                        instances: self.broker.broker_count.max(1),
+                    }),
                 overridden,
             });
         }
