@@ -36,6 +36,43 @@ use crate::topics::{
 const POLL: Duration = Duration::from_millis(100);
 /// A consumer error that repeats is logged again at most this often.
 const REPEAT_LOG: Duration = Duration::from_secs(30);
+/// The distinct consumer errors whose last logging is remembered (librdkafka's codes are few;
+/// beyond this, the oldest are forgotten).
+const REPEAT_KINDS: usize = 32;
+
+/// When each distinct consumer error was last logged: Kafka going away shows as several errors
+/// in turn (all brokers down, transport failure), and each is logged once per [`REPEAT_LOG`].
+#[derive(Debug, Default)]
+struct Repeats(HashMap<String, Instant>);
+
+impl Repeats {
+    /// Whether `text` is to be logged at `now` (and, if so, notes it).
+    fn first(&mut self, text: &str, now: Instant) -> bool {
+        if self
+            .0
+            .get(text)
+            .is_some_and(|at| now.saturating_duration_since(*at) < REPEAT_LOG)
+        {
+            return false;
+        }
+        if self.0.len() >= REPEAT_KINDS && !self.0.contains_key(text) {
+            self.0
+                .retain(|_, at| now.saturating_duration_since(*at) < REPEAT_LOG);
+            if self.0.len() >= REPEAT_KINDS {
+                let oldest = self
+                    .0
+                    .iter()
+                    .min_by_key(|(_, at)| **at)
+                    .map(|(t, _)| t.clone());
+                if let Some(oldest) = oldest {
+                    self.0.remove(&oldest);
+                }
+            }
+        }
+        self.0.insert(text.to_owned(), now);
+        true
+    }
+}
 
 /// The quota configuration as a replicated log: a [`Persistence`] whose
 /// [`commit`](Persistence::commit) orders each batch through a Kafka topic that every instance
@@ -526,7 +563,7 @@ fn follow(
     let mut ready = Some(ready);
     let mut eof = false;
     let mut last_progress = Instant::now();
-    let mut last_error: Option<(String, Instant)> = None;
+    let mut repeats = Repeats::default();
     loop {
         if shared.stop.load(Ordering::Relaxed) {
             return;
@@ -563,7 +600,7 @@ fn follow(
                 eof = true;
                 Ok(())
             }
-            Err(e) => consumer_error(e, &mut last_error),
+            Err(e) => consumer_error(e, &mut repeats),
         };
         if let Err(why) = outcome {
             let offset = shared.state.lock().next_offset;
@@ -690,7 +727,7 @@ fn apply<M: Message>(shared: &Shared, topic: &str, message: &M) -> Result<(), St
 }
 
 /// What to do about a consumer error: go on (logging it), or stop following.
-fn consumer_error(e: KafkaError, last: &mut Option<(String, Instant)>) -> Result<(), String> {
+fn consumer_error(e: KafkaError, repeats: &mut Repeats) -> Result<(), String> {
     let fatal = matches!(e, KafkaError::MessageConsumptionFatal(_))
         || matches!(
             e.rdkafka_error_code(),
@@ -703,10 +740,8 @@ fn consumer_error(e: KafkaError, last: &mut Option<(String, Instant)>) -> Result
     }
     // Kafka unreachable and the like: librdkafka retries and reconnects by itself.
     let text = e.to_string();
-    let repeat = matches!(last, Some((t, at)) if *t == text && at.elapsed() < REPEAT_LOG);
-    if !repeat {
+    if repeats.first(&text, Instant::now()) {
         warn!("the configuration log's consumer: {text} (retrying)");
-        *last = Some((text, Instant::now()));
     }
     Ok(())
 }
@@ -750,7 +785,7 @@ mod tests {
 
     #[test]
     fn consumer_errors_that_stop_the_follower() {
-        let mut last = None;
+        let mut last = Repeats::default();
         assert!(consumer_error(
             KafkaError::MessageConsumption(RDKafkaErrorCode::AutoOffsetReset),
             &mut last
@@ -769,7 +804,31 @@ mod tests {
             )
             .is_ok());
         }
-        assert!(last.is_some());
+    }
+
+    #[test]
+    fn each_distinct_consumer_error_is_logged_once_per_interval() {
+        let mut repeats = Repeats::default();
+        let t0 = Instant::now();
+        // Two errors in turn, as Kafka going away shows: each logged once.
+        let logged = (0..10)
+            .filter(|i| {
+                let text = if i % 2 == 0 {
+                    "all brokers down"
+                } else {
+                    "transport failure"
+                };
+                repeats.first(text, t0 + Duration::from_secs(*i))
+            })
+            .count();
+        assert_eq!(logged, 2);
+        assert!(repeats.first("all brokers down", t0 + REPEAT_LOG));
+        assert!(!repeats.first("transport failure", t0 + Duration::from_secs(20)));
+        // Many distinct errors: the memory stays bounded, each still logged the first time.
+        for i in 0..100 {
+            assert!(repeats.first(&format!("error {i}"), t0 + REPEAT_LOG));
+        }
+        assert_eq!(repeats.0.len(), REPEAT_KINDS);
     }
 
     #[test]
