@@ -308,6 +308,14 @@ class Proxy(Proc):
         m = re.search(pat, text, re.M)
         return float(m.group(1)) if m else None
 
+    def bps_view(self, user="ANONYMOUS", quota=BPS, text=None):
+        """Which view the bps bucket's limit came from (kquota_proxy_bucket_limit_view), or None."""
+        text = self.metrics() if text is None else text
+        pat = r'^kquota_proxy_bucket_limit_view\{user="%s",client_id="",ip="",quota="%s",level="[^"]*",view="([^"]*)"\} 1' % (
+            re.escape(user), re.escape(quota))
+        m = re.search(pat, text, re.M)
+        return m.group(1) if m else None
+
 
 class Load(Proc):
     """load.py: one producer at a capped offered rate through one proxy."""
@@ -1025,6 +1033,7 @@ class Harness:
             loads.append(l)
         t_start = time.time()
         samples = []  # (wall time, proxy, limit, recorded)
+        views = []  # (wall time, proxy, view of the limit)
         deadline = time.monotonic() + warm + window + 2
         while time.monotonic() < deadline:
             t = time.time()
@@ -1033,6 +1042,7 @@ class Harness:
                     text = p.metrics()
                     samples.append((t, i, p.bucket("kquota_proxy_bucket_limit", text=text),
                                     p.bucket("kquota_proxy_bucket_recorded_total", text=text)))
+                    views.append((t, i, p.bps_view(text=text)))
                 except Exception:
                     pass
             time.sleep(0.5)
@@ -1066,6 +1076,26 @@ class Harness:
             for t, j, x, rec in samples:
                 f.write(json.dumps({"t": t, "proxy": j, "limit": x, "recorded": rec}) + "\n")
         total = sum(achieved)
+        # Which view each limit came from, over the window: shared usage through the cluster, the
+        # live count (3) for the static division.
+        seen = {}
+        for t, j, v in views:
+            if t0 <= t <= t1:
+                seen.setdefault(j, {}).setdefault(v, 0)
+                seen[j][v] += 1
+        want = "shared_usage" if mode == "cluster" else "live_count"
+        view_problems = []
+        for i in range(3):
+            counts = seen.get(i, {})
+            n = sum(counts.values())
+            # A stale view may show for a moment (a usage record late on a loaded machine).
+            if n == 0 or counts.get(want, 0) < 0.9 * n:
+                view_problems.append("%s: %s" % (ps[i].name, counts))
+        say("   %-8s views of the limits over the window (samples per view): %s" % (
+            tag, " / ".join("%s" % seen.get(i, {}) for i in range(3))))
+        if view_problems:
+            raise Failure("%s: the bps limits did not say they came from %s in 90%% of the samples: %s"
+                          % (tag, want, "; ".join(view_problems)))
         say("   %-8s achieved %s = %.0f bytes/s; metered by the proxies (Produce request bytes) %s = %.0f; their"
             " limits (median over the window) %s; skipped offers %s; delivery errors %s" % (
                 tag, "/".join("%.0f" % a for a in achieved), total, "/".join("%.0f" % m for m in metered),
