@@ -47,15 +47,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kquota::Engine;
 use parking_lot::RwLock;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ClusterConfig, ClusterError};
-use crate::topics::TracingContext;
+use crate::topics::{ensure_topic, TopicSpec, TracingContext};
 
 /// The longest a thread waits in one poll: how late it notices a stop or a due heartbeat.
 pub(crate) const POLL: Duration = Duration::from_millis(50);
@@ -115,17 +114,7 @@ impl Membership {
     /// started, losing Kafka keeps the last membership until it is back.
     pub fn start(config: &ClusterConfig, engine: Arc<Engine>) -> Result<Membership, ClusterError> {
         let topic = config.members_topic.clone();
-        ensure_topic(
-            config,
-            &topic,
-            &[
-                ("cleanup.policy", "compact,delete"),
-                ("retention.ms", "600000"),
-                ("segment.ms", "60000"),
-                ("min.compaction.lag.ms", "0"),
-            ],
-            config.open_timeout,
-        )?;
+        ensure_topic(config, &TopicSpec::members(&topic), config.open_timeout)?;
         let expiry_ms = millis(config.member_expiry).max(1).to_string();
         let producer: BaseProducer = producer_config(config)
             // A heartbeat older than the expiry says nothing any more.
@@ -573,74 +562,6 @@ pub(crate) fn consumer(
         .set("fetch.wait.max.ms", "100");
     c.create_with_context(TracingContext { quiet_errors: true })
         .map_err(kafka)
-}
-
-/// Creates `topic` (one partition, the configured replication factor, `settings`) unless it
-/// exists; an existing topic is used as it is.
-pub(crate) fn ensure_topic(
-    config: &ClusterConfig,
-    topic: &str,
-    settings: &[(&str, &str)],
-    timeout: Duration,
-) -> Result<(), ClusterError> {
-    // On a thread of its own: a host calls this from its async start-up, and a runtime can be
-    // neither started nor dropped on a thread that is inside one.
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| create_topic(config, topic, settings, timeout))
-            .join()
-            .unwrap_or_else(|_| {
-                Err(ClusterError::Kafka(format!(
-                    "creating topic {topic} panicked"
-                )))
-            })
-    })
-}
-
-fn create_topic(
-    config: &ClusterConfig,
-    topic: &str,
-    settings: &[(&str, &str)],
-    timeout: Duration,
-) -> Result<(), ClusterError> {
-    let admin: AdminClient<TracingContext> = config
-        .client()
-        .create_with_context(TracingContext::default())
-        .map_err(kafka)?;
-    let mut new = NewTopic::new(topic, 1, TopicReplication::Fixed(config.replication_factor));
-    for (k, v) in settings {
-        new = new.set(k, v);
-    }
-    let options = AdminOptions::new()
-        .request_timeout(Some(timeout))
-        .operation_timeout(Some(timeout));
-    // The admin client's futures are completed by its own thread; any executor drives them.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(|e| ClusterError::Kafka(format!("cannot start a runtime: {e}")))?;
-    let results = runtime
-        .block_on(async {
-            tokio::time::timeout(
-                timeout + Duration::from_secs(5),
-                admin.create_topics([&new], &options),
-            )
-            .await
-        })
-        .map_err(|_| ClusterError::Timeout(format!("creating topic {topic}")))?
-        .map_err(kafka)?;
-    for result in results {
-        match result {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((_, RDKafkaErrorCode::RequestTimedOut | RDKafkaErrorCode::OperationTimedOut)) => {
-                return Err(ClusterError::Timeout(format!("creating topic {topic}")))
-            }
-            Err((t, code)) => {
-                return Err(ClusterError::Topic(t, format!("cannot create it: {code}")))
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Assigns `partitions` of `topic` to `consumer` from `from`; returns, for each that is not

@@ -24,22 +24,55 @@ pub(crate) struct TopicSpec<'a> {
     pub(crate) partitions: i32,
     /// Whether an existing topic must have exactly `partitions` partitions.
     pub(crate) exact_partitions: bool,
-    /// `compact` (then nothing else may be in `cleanup.policy`: time or size retention would
-    /// delete records that must be kept) or `delete`.
+    /// Its `cleanup.policy` when created (`compact`, `delete` or `compact,delete`).
     pub(crate) cleanup_policy: &'static str,
+    /// Whether an existing topic must have exactly that policy (the log's records must never be
+    /// deleted by retention); otherwise an existing topic's policy is its operator's choice.
+    pub(crate) exact_policy: bool,
     /// More topic settings, only when the topic is created.
     pub(crate) create_configs: &'a [(&'a str, &'a str)],
 }
 
 impl<'a> TopicSpec<'a> {
-    /// The configuration log's topic: one partition (one order for every batch), compacted.
+    /// The configuration log's topic: one partition (one order for every batch), compacted and
+    /// never deleted by retention.
     pub(crate) fn config_log(name: &'a str) -> Self {
         TopicSpec {
             name,
             partitions: 1,
             exact_partitions: true,
             cleanup_policy: "compact",
+            exact_policy: true,
             create_configs: &[],
+        }
+    }
+
+    /// The heartbeat topic: the latest heartbeat of each instance kept by compaction, and
+    /// everything gone after 10 minutes. Any partition count works (all are read).
+    pub(crate) fn members(name: &'a str) -> Self {
+        TopicSpec {
+            name,
+            partitions: 1,
+            exact_partitions: false,
+            cleanup_policy: "compact,delete",
+            exact_policy: false,
+            create_configs: &[
+                ("retention.ms", "600000"),
+                ("segment.ms", "60000"),
+                ("min.compaction.lag.ms", "0"),
+            ],
+        }
+    }
+
+    /// The usage topic: records worth seconds, gone after 5 minutes. Any partition count works.
+    pub(crate) fn usage(name: &'a str) -> Self {
+        TopicSpec {
+            name,
+            partitions: 1,
+            exact_partitions: false,
+            cleanup_policy: "delete",
+            exact_policy: false,
+            create_configs: &[("retention.ms", "300000"), ("segment.ms", "60000")],
         }
     }
 }
@@ -90,6 +123,26 @@ pub(crate) fn forward_log(level: RDKafkaLogLevel, fac: &str, message: &str) {
 /// the brokers), or checks it. Fails with [`ClusterError::Topic`] naming what is wrong with an
 /// existing topic, or [`ClusterError::Timeout`] if Kafka does not answer within `timeout`.
 pub(crate) fn ensure_topic(
+    config: &ClusterConfig,
+    spec: &TopicSpec<'_>,
+    timeout: Duration,
+) -> Result<(), ClusterError> {
+    // On a thread of its own: hosts call this from their async start-up, and the runtime that
+    // waits for the admin client can be neither started nor dropped on a thread inside one.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| ensure_topic_here(config, spec, timeout))
+            .join()
+            .unwrap_or_else(|_| {
+                Err(ClusterError::Kafka(format!(
+                    "checking topic {} panicked",
+                    spec.name
+                )))
+            })
+    })
+}
+
+fn ensure_topic_here(
     config: &ClusterConfig,
     spec: &TopicSpec<'_>,
     timeout: Duration,
@@ -153,6 +206,9 @@ pub(crate) fn ensure_topic(
                     spec.partitions
                 ),
             ));
+        }
+        if !spec.exact_policy {
+            return Ok(());
         }
         return check_policy(&admin, &runtime, spec, deadline);
     }
@@ -230,19 +286,15 @@ fn check_policy(
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .collect();
-    let acceptable = if spec.cleanup_policy == "compact" {
-        tokens.len() == 1 && tokens.contains("compact")
-    } else {
-        tokens.contains(spec.cleanup_policy)
-    };
-    if acceptable {
+    let wanted: BTreeSet<&str> = spec.cleanup_policy.split(',').collect();
+    if tokens == wanted {
         return Ok(());
     }
     let why = if spec.cleanup_policy == "compact" {
         "its records are the configuration's whole history and must be kept: the topic must be \
          compacted (cleanup.policy=compact), and not deleted by retention"
     } else {
-        "the records must be removed by retention"
+        "its records are kept and removed as kquota expects only with that policy"
     };
     Err(ClusterError::Topic(
         name.to_owned(),

@@ -38,11 +38,9 @@ use rdkafka::{Message, Offset};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ClusterConfig, ClusterError};
-use crate::members::{
-    assign, consumer, ensure_topic, kafka, millis, partitions, producer_config, Members, POLL,
-};
+use crate::members::{assign, consumer, kafka, millis, partitions, producer_config, Members, POLL};
 use crate::split::{sane_rate, SharedSplit, SplitParams};
-use crate::topics::TracingContext;
+use crate::topics::{ensure_topic, TopicSpec, TracingContext};
 
 /// The most buckets one usage record carries.
 pub const DEFAULT_MAX_BUCKETS: usize = 10_000;
@@ -344,16 +342,7 @@ impl UsageShare {
             );
         }
         let topic = config.usage_topic.clone();
-        ensure_topic(
-            config,
-            &topic,
-            &[
-                ("cleanup.policy", "delete"),
-                ("retention.ms", "300000"),
-                ("segment.ms", "60000"),
-            ],
-            config.open_timeout,
-        )?;
+        ensure_topic(config, &TopicSpec::usage(&topic), config.open_timeout)?;
         let max_age_ms = millis(config.usage_max_age).max(1).to_string();
         let producer: BaseProducer = producer_config(config)
             // A record older than the view's age limit would be refused by every reader.
