@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use kquota::meter::MeterConfig;
 use kquota::SubQuotaPolicy;
+#[cfg(feature = "cluster")]
 use kquota_cluster::ClusterConfig;
 use kquota_wire::Principal;
 
@@ -108,6 +109,7 @@ pub struct ProxyConfig {
     pub data_dir: Option<PathBuf>,
     /// Share the configuration, the membership and `bps` usage with other instances through
     /// Kafka: the configuration log then takes the durable store's place.
+    #[cfg(feature = "cluster")]
     pub cluster: Option<ClusterConfig>,
     /// Kafka's `super.users`: the principals that may alter quotas at the proxy.
     pub super_users: Vec<Principal>,
@@ -154,6 +156,7 @@ impl ProxyConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             max_brokers: DEFAULT_MAX_BROKERS,
             data_dir: None,
+            #[cfg(feature = "cluster")]
             cluster: None,
             super_users: Vec::new(),
             describe_allow_anonymous: false,

@@ -138,7 +138,7 @@ struct Args {
     #[arg(long = "cluster-property", value_name = "KEY=VALUE", value_parser = parse_property, requires = "cluster_bootstrap", help_heading = "Many proxies")]
     cluster_properties: Vec<(String, String)>,
     /// The configuration topic (one partition, compacted; created if missing).
-    #[arg(long, value_name = "TOPIC", default_value = kquota_cluster::DEFAULT_CONFIG_TOPIC, help_heading = "Many proxies")]
+    #[arg(long, value_name = "TOPIC", default_value = DEFAULT_CONFIG_TOPIC, help_heading = "Many proxies")]
     cluster_config_topic: String,
     /// The replication factor of the topics the proxy creates (-1: the cluster's default).
     #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true, help_heading = "Many proxies")]
@@ -220,7 +220,12 @@ fn parse_property(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// The configuration topic's default name (`kquota_cluster::DEFAULT_CONFIG_TOPIC`, spelt out so
+/// that a build without the `cluster` feature has the same `--help`).
+const DEFAULT_CONFIG_TOPIC: &str = "_kquota_config";
+
 /// The default instance id: this host's name and the bootstrap listener's port.
+#[cfg(feature = "cluster")]
 fn default_instance_id(listen: SocketAddr) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
@@ -291,15 +296,23 @@ fn main() -> ExitCode {
     config.max_brokers = args.max_brokers;
     config.data_dir = (!args.no_store).then_some(args.data_dir);
     if let Some(bootstrap) = args.cluster_bootstrap {
-        let id = args
-            .instance_id
-            .unwrap_or_else(|| default_instance_id(args.listen));
-        let mut cluster = kquota_cluster::ClusterConfig::new(bootstrap, id);
-        cluster.client_properties = args.cluster_properties.into_iter().collect();
-        cluster.config_topic = args.cluster_config_topic;
-        cluster.replication_factor = args.cluster_replication_factor;
-        cluster.alter_timeout = Duration::from_millis(args.cluster_alter_timeout_ms);
-        config.cluster = Some(cluster);
+        #[cfg(feature = "cluster")]
+        {
+            let id = args
+                .instance_id
+                .unwrap_or_else(|| default_instance_id(args.listen));
+            let mut cluster = kquota_cluster::ClusterConfig::new(bootstrap, id);
+            cluster.client_properties = args.cluster_properties.into_iter().collect();
+            cluster.config_topic = args.cluster_config_topic;
+            cluster.replication_factor = args.cluster_replication_factor;
+            cluster.alter_timeout = Duration::from_millis(args.cluster_alter_timeout_ms);
+            config.cluster = Some(cluster);
+        }
+        #[cfg(not(feature = "cluster"))]
+        return usage(&format!(
+            "--cluster-bootstrap {bootstrap}: this kquota-proxy was built without the `cluster` \
+             feature (build it with `--features cluster`)"
+        ));
     }
     config.super_users = args.super_users.map(|s| s.0).unwrap_or_default();
     config.describe_allow_anonymous = args.describe_allow_anonymous;
@@ -406,5 +419,11 @@ mod tests {
             let argv = ["kquota-proxy", "--upstream", "k:9092"].iter().chain(bad);
             assert!(Args::try_parse_from(argv).is_err(), "{bad:?}");
         }
+    }
+
+    #[cfg(feature = "cluster")]
+    #[test]
+    fn the_config_topics_default_is_kquota_clusters() {
+        assert_eq!(DEFAULT_CONFIG_TOPIC, kquota_cluster::DEFAULT_CONFIG_TOPIC);
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use kquota::meter::{Meter, SystemClock};
 use kquota::{Engine, Persistence};
+#[cfg(feature = "cluster")]
 use kquota_cluster::{ClusterError, ConfigLog, Membership, UsageShare};
 use kquota_store::Store;
 use parking_lot::Mutex;
@@ -26,8 +27,15 @@ pub(crate) struct Quotas {
     pub(crate) admin: Admin,
     pub(crate) topics: Topics,
     /// With a cluster: this instance's membership and usage sharing, kept running.
-    _cluster: Option<(Membership, UsageShare)>,
+    _cluster: Option<Joined>,
 }
+
+/// What keeps an instance in the cluster: its membership and its usage sharing.
+#[cfg(feature = "cluster")]
+type Joined = (Membership, UsageShare);
+/// Without the `cluster` feature there is nothing to keep.
+#[cfg(not(feature = "cluster"))]
+type Joined = std::convert::Infallible;
 
 impl Quotas {
     /// Builds the engine from `config` and its configuration: from the cluster's configuration
@@ -48,14 +56,21 @@ impl Quotas {
                 .build()
                 .map_err(|e| ProxyError::Engine(e.to_string()))?,
         );
+        #[cfg(feature = "cluster")]
         let cluster_error = |e: ClusterError| ProxyError::Cluster(e.to_string());
-        let store: Option<Arc<dyn Persistence>> = match (&config.cluster, &config.data_dir) {
-            (Some(cluster), _) => {
-                let log = ConfigLog::open(cluster.clone(), Arc::clone(&engine))
+        #[cfg(feature = "cluster")]
+        let log = match &config.cluster {
+            Some(cluster) => Some(Arc::new(
+                ConfigLog::open(cluster.clone(), Arc::clone(&engine))
                     .await
-                    .map_err(cluster_error)?;
-                Some(Arc::new(log))
-            }
+                    .map_err(cluster_error)?,
+            ) as Arc<dyn Persistence>),
+            None => None,
+        };
+        #[cfg(not(feature = "cluster"))]
+        let log: Option<Arc<dyn Persistence>> = None;
+        let store: Option<Arc<dyn Persistence>> = match (log, &config.data_dir) {
+            (Some(log), _) => Some(log),
             (None, Some(dir)) => {
                 let store = Store::open(dir)
                     .map_err(|e| ProxyError::Store(dir.display().to_string(), e.to_string()))?;
@@ -72,6 +87,7 @@ impl Quotas {
             Arc::new(SystemClock::new()),
             config.meter,
         );
+        #[cfg(feature = "cluster")]
         let cluster = match &config.cluster {
             Some(cluster) => {
                 let members =
@@ -82,6 +98,8 @@ impl Quotas {
             }
             None => None,
         };
+        #[cfg(not(feature = "cluster"))]
+        let cluster = None;
         let admin = Admin::new(
             engine,
             store,

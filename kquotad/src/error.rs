@@ -161,6 +161,8 @@ pub enum Problem {
     EncryptedKey,
     /// A principal mapping other than `DEFAULT`.
     PrincipalMapping,
+    /// A setting of a feature this build does not have (its name).
+    NotBuilt(&'static str),
     /// `sasl.enabled.mechanisms` names none.
     NoMechanism,
     /// An advertised listener with port 0.
@@ -211,6 +213,10 @@ impl fmt::Display for Problem {
             Problem::PrincipalMapping => f.write_str(
                 "only DEFAULT is supported (the subject's RFC 2253 name); plug in a PrincipalBuilder for other mappings",
             ),
+            Problem::NotBuilt(feature) => write!(
+                f,
+                "this kquotad was built without the `{feature}` feature (build it with `--features {feature}`)"
+            ),
             Problem::NoMechanism => f.write_str("name at least one mechanism"),
             Problem::AdvertisedPortZero => f.write_str("an advertised port must not be 0"),
             Problem::NotNameHostPort(item) => write!(f, "'{item}' is not NAME://host:port"),
@@ -251,6 +257,7 @@ pub enum StartError {
     /// A listener could not be bound.
     Bind(SocketAddr, std::io::Error),
     /// Joining the cluster through Kafka failed (the configuration log or the membership).
+    #[cfg(feature = "cluster")]
     Cluster(kquota_cluster::ClusterError),
 }
 
@@ -260,6 +267,7 @@ impl fmt::Display for StartError {
             StartError::Config(e) => write!(f, "{e}"),
             StartError::Store(e) => write!(f, "{e}"),
             StartError::Bind(addr, e) => write!(f, "cannot listen on {addr}: {e}"),
+            #[cfg(feature = "cluster")]
             StartError::Cluster(e) => write!(f, "joining the cluster through Kafka: {e}"),
         }
     }
@@ -272,6 +280,7 @@ impl Error for StartError {
             StartError::Config(e) => e.source(),
             StartError::Store(e) => e.source(),
             StartError::Bind(_, e) => Some(e),
+            #[cfg(feature = "cluster")]
             StartError::Cluster(e) => Some(e),
         }
     }

@@ -10,7 +10,8 @@ use tokio::net::TcpListener;
 use tracing::{info, warn};
 
 use kquota::{Engine, Persistence};
-use kquota_cluster::{ClusterConfig, ConfigLog, Membership};
+#[cfg(feature = "cluster")]
+use kquota_cluster::{ClusterConfig, ConfigLog};
 use kquota_store::Store;
 use kquota_wire::{
     Authorizer, Credentials, Handler, SaslConfig, SaslMechanism, SecurityProtocol, ServerInfo,
@@ -30,7 +31,51 @@ pub struct Server {
     config: ServerConfig,
     loaded: usize,
     /// With a cluster: this instance's heartbeats, kept running.
-    _members: Option<Membership>,
+    _members: Option<Members>,
+}
+
+/// This instance's membership among the others, when it shares their configuration.
+#[cfg(feature = "cluster")]
+type Members = kquota_cluster::Membership;
+/// Without the `cluster` feature there is none.
+#[cfg(not(feature = "cluster"))]
+type Members = std::convert::Infallible;
+
+/// The configuration from the cluster's configuration log, and this instance's membership.
+#[cfg(feature = "cluster")]
+async fn join_cluster(
+    config: &ServerConfig,
+    bootstrap: &str,
+    engine: &Arc<Engine>,
+) -> Result<(Arc<dyn Persistence>, Option<Members>), StartError> {
+    let id = config
+        .cluster_instance_id
+        .clone()
+        .unwrap_or_else(|| format!("kquotad-{}", config.node_id));
+    let mut cluster = ClusterConfig::new(bootstrap.to_owned(), id);
+    cluster.config_topic = config.cluster_config_topic.clone();
+    cluster.replication_factor = config.cluster_replication_factor;
+    cluster.alter_timeout = config.cluster_alter_timeout;
+    cluster.client_properties = config.cluster_client.clone();
+    let log = ConfigLog::open(cluster.clone(), Arc::clone(engine))
+        .await
+        .map_err(StartError::Cluster)?;
+    let members = Members::start(&cluster, Arc::clone(engine)).map_err(StartError::Cluster)?;
+    Ok((Arc::new(log), Some(members)))
+}
+
+/// Settings refuse `kquota.cluster.bootstrap.servers` in a build without the `cluster` feature.
+#[cfg(not(feature = "cluster"))]
+async fn join_cluster(
+    _: &ServerConfig,
+    bootstrap: &str,
+    _: &Arc<Engine>,
+) -> Result<(Arc<dyn Persistence>, Option<Members>), StartError> {
+    Err(StartError::Config(ConfigError::value(
+        "kquota.cluster.bootstrap.servers",
+        bootstrap,
+        crate::error::Problem::NotBuilt("cluster"),
+    )))
 }
 
 impl fmt::Debug for Server {
@@ -97,24 +142,11 @@ impl Server {
         }
         let engine = Arc::new(builder.build().map_err(|e| ConfigError::Engine(e.into()))?);
         // The configuration: the cluster's configuration log, or the store in the data dir.
-        let (store, loaded, members): (Arc<dyn Persistence>, usize, Option<Membership>) =
+        let (store, loaded, members): (Arc<dyn Persistence>, usize, Option<Members>) =
             match &config.cluster_bootstrap {
                 Some(bootstrap) => {
-                    let id = config
-                        .cluster_instance_id
-                        .clone()
-                        .unwrap_or_else(|| format!("kquotad-{}", config.node_id));
-                    let mut cluster = ClusterConfig::new(bootstrap.clone(), id);
-                    cluster.config_topic = config.cluster_config_topic.clone();
-                    cluster.replication_factor = config.cluster_replication_factor;
-                    cluster.alter_timeout = config.cluster_alter_timeout;
-                    cluster.client_properties = config.cluster_client.clone();
-                    let log = ConfigLog::open(cluster.clone(), Arc::clone(&engine))
-                        .await
-                        .map_err(StartError::Cluster)?;
-                    let members = Membership::start(&cluster, Arc::clone(&engine))
-                        .map_err(StartError::Cluster)?;
-                    (Arc::new(log), engine.entity_count(), Some(members))
+                    let (log, members) = join_cluster(&config, bootstrap, &engine).await?;
+                    (log, engine.entity_count(), members)
                 }
                 None => {
                     let store = Store::open(&config.data_dir).map_err(StartError::Store)?;

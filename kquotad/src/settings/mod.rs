@@ -278,6 +278,9 @@ impl ServerConfig {
             }
             "kquota.data.dir" => self.data_dir = PathBuf::from(non_empty(value)?),
             "kquota.cluster.bootstrap.servers" => {
+                if !cfg!(feature = "cluster") {
+                    return Err(Some(Problem::NotBuilt("cluster")));
+                }
                 self.cluster_bootstrap = Some(non_empty(value)?.to_owned())
             }
             "kquota.cluster.instance.id" => {
@@ -426,6 +429,23 @@ mod tests {
         assert!(
             matches!(refusal("no.such.key", "1"), ConfigError::UnknownKey(k) if k == "no.such.key")
         );
+    }
+
+    #[test]
+    fn kquota_cluster_bootstrap_servers_needs_the_cluster_feature() {
+        let mut config = ServerConfig::default();
+        let set = config.set("kquota.cluster.bootstrap.servers", "kafka:9092");
+        if cfg!(feature = "cluster") {
+            set.unwrap();
+            assert_eq!(config.cluster_bootstrap.as_deref(), Some("kafka:9092"));
+        } else {
+            assert_eq!(
+                set.unwrap_err().to_string(),
+                "kquota.cluster.bootstrap.servers=kafka:9092: this kquotad was built without the \
+                 `cluster` feature (build it with `--features cluster`)"
+            );
+            assert_eq!(config.cluster_bootstrap, None);
+        }
     }
 
     #[test]
