@@ -5,6 +5,9 @@
 #   interop/kafka/kafka.sh build            resolve the jars, compile AdminCheck, print the classpath file
 #   interop/kafka/kafka.sh start <dir>      format and start a broker in <dir>; prints its bootstrap address
 #   interop/kafka/kafka.sh stop <dir>       stop the broker started in <dir> (SIGTERM, then SIGKILL)
+#   interop/kafka/kafka.sh kill <dir>       kill the broker started in <dir> (SIGKILL, as a crash)
+#   interop/kafka/kafka.sh resume <dir>     start the broker of <dir> again after stop or kill: the same
+#                                           ports and data, not formatted again; prints its address
 #   interop/kafka/kafka.sh status <dir>     exit 0 and print the bootstrap address if it is running
 #   interop/kafka/kafka.sh java <class> ... run a main class on the Kafka classpath (tools, AdminCheck)
 #
@@ -115,8 +118,24 @@ EOF
     cat "$dir/logs/format.out" >&2
     die "kafka.tools.StorageTool format failed for $dir/server.properties"
   fi
+  launch "$dir" "$bport"
+}
+
+# How many times the broker of <dir> has logged its start.
+starts() { # <dir>
+  local n
+  n="$(grep -c "Kafka Server started" "$1/logs/server.log" 2>/dev/null || true)"
+  echo "${n:-0}"
+}
+
+# Runs the broker of <dir> from its server.properties and waits until it logs one more start and
+# answers on <port>; prints its bootstrap address.
+launch() { # <dir> <port>
+  local dir="$1" bport="$2" before
+  before="$(starts "$dir")"
   # setsid: the broker gets its own process group, so `stop` can end it (and only it) as a group.
-  setsid "${java_cmd[@]}" kafka.Kafka "$dir/server.properties" >"$dir/logs/stdout.log" 2>&1 </dev/null &
+  setsid java $JVM_OPTS "-Dlog4j2.configurationFile=$dir/log4j2.properties" "-Dkafka.logs.dir=$dir/logs" \
+    -cp "$(classpath)" kafka.Kafka "$dir/server.properties" >>"$dir/logs/stdout.log" 2>&1 </dev/null &
   echo $! >"$dir/kafka.pid"
   local deadline=$((SECONDS + START_TIMEOUT))
   while :; do
@@ -125,7 +144,7 @@ EOF
       rm -f "$dir/kafka.pid"
       die "the Kafka broker exited during start-up (logs in $dir/logs)"
     fi
-    if grep -q "Kafka Server started" "$dir/logs/server.log" 2>/dev/null && port_open "$bport"; then
+    if [ "$(starts "$dir")" -gt "$before" ] && port_open "$bport"; then
       break
     fi
     if [ "$SECONDS" -ge "$deadline" ]; then
@@ -133,10 +152,34 @@ EOF
       stop "$dir" >/dev/null 2>&1 || true
       die "the Kafka broker did not answer on 127.0.0.1:$bport within ${START_TIMEOUT} s (logs in $dir/logs)"
     fi
-    sleep 0.5
+    sleep 0.2
   done
   echo "127.0.0.1:$bport" >"$dir/bootstrap"
   echo "127.0.0.1:$bport"
+}
+
+resume() { # <dir>
+  local dir bport
+  build
+  dir="$(cd "$1" && pwd)" || die "no directory $1"
+  [ -f "$dir/server.properties" ] || die "no broker was started in $dir (no server.properties)"
+  running "$dir" && die "the broker in $dir is running (pid $(cat "$dir/kafka.pid"))"
+  bport="$(sed -n 's#^advertised.listeners=PLAINTEXT://127.0.0.1:##p' "$dir/server.properties")"
+  [ -n "$bport" ] || die "no PLAINTEXT listener in $dir/server.properties"
+  launch "$dir" "$bport"
+}
+
+kill_broker() { # <dir>
+  local dir="$1" pid
+  [ -f "$dir/kafka.pid" ] || die "no broker running in $dir"
+  pid="$(cat "$dir/kafka.pid")"
+  kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  local deadline=$((SECONDS + 20))
+  while kill -0 "$pid" 2>/dev/null; do
+    [ "$SECONDS" -lt "$deadline" ] || die "the broker (pid $pid) outlived SIGKILL for 20 s"
+    sleep 0.1
+  done
+  rm -f "$dir/kafka.pid" "$dir/bootstrap"
 }
 
 stop() { # <dir>
@@ -171,9 +214,13 @@ case "$cmd" in
     build
     echo "$CP_FILE"
     ;;
-  start | stop | status)
+  start | stop | status | resume)
     [ $# -eq 2 ] || die "usage: $0 $cmd <dir>"
     "$cmd" "$2"
+    ;;
+  kill)
+    [ $# -eq 2 ] || die "usage: $0 kill <dir>"
+    kill_broker "$2"
     ;;
   java)
     [ $# -ge 2 ] || die "usage: $0 java <main class> [args...]"
@@ -182,6 +229,6 @@ case "$cmd" in
     exec java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dlog4j2.level=warn -cp "$(classpath)" "$@"
     ;;
   *)
-    die "usage: $0 build | start <dir> | stop <dir> | status <dir> | java <class> [args...]"
+    die "usage: $0 build | start <dir> | stop <dir> | kill <dir> | resume <dir> | status <dir> | java <class> [args...]"
     ;;
 esac

@@ -45,39 +45,11 @@ echo "== starting the Kafka broker in $KDIR"
 BOOTSTRAP="$("$KAFKA_SH" start "$KDIR")" || die "the Kafka broker did not start"
 [ -n "$BOOTSTRAP" ] || die "kafka.sh printed no bootstrap address"
 echo "   Kafka at $BOOTSTRAP"
-PORT="${BOOTSTRAP##*:}"
 
-# The outage test's commands: stop the broker (SIGTERM, as kafka.sh stop does), and start it again
-# from the same server.properties (kafka.sh start would format new data on new ports).
-cat >"$WORK/broker-stop" <<EOF
-#!/usr/bin/env bash
-set -euo pipefail
-pid="\$(cat "$KDIR/kafka.pid")"
-kill -TERM "\$pid"
-for _ in \$(seq 1 300); do kill -0 "\$pid" 2>/dev/null || exit 0; sleep 0.1; done
-kill -KILL -- "-\$pid" 2>/dev/null || kill -KILL "\$pid"
-EOF
-cat >"$WORK/broker-start" <<EOF
-#!/usr/bin/env bash
-set -euo pipefail
-before="\$(grep -c 'Kafka Server started' "$KDIR/logs/server.log" || true)"
-cp="$ROOT/interop/kafka/target/classes:\$(cat "$ROOT/interop/kafka/target/classpath.txt")"
-(setsid java \${KAFKA_HEAP:--Xmx512m -Xms64m} -XX:+UseSerialGC -XX:CICompilerCount=2 -Djava.awt.headless=true \\
-  "-Dlog4j2.configurationFile=$KDIR/log4j2.properties" "-Dkafka.logs.dir=$KDIR/logs" -cp "\$cp" \\
-  kafka.Kafka "$KDIR/server.properties" >>"$KDIR/logs/stdout.log" 2>&1 </dev/null &
-  echo \$! >"$KDIR/kafka.pid")
-for _ in \$(seq 1 900); do
-  kill -0 "\$(cat "$KDIR/kafka.pid")" 2>/dev/null || { tail -n 30 "$KDIR/logs/server.log" >&2; echo "the broker exited while starting again" >&2; exit 1; }
-  if [ "\$(grep -c 'Kafka Server started' "$KDIR/logs/server.log" || true)" -gt "\$before" ] &&
-     python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' "$PORT" 2>/dev/null; then
-    exit 0
-  fi
-  sleep 0.1
-done
-tail -n 30 "$KDIR/logs/server.log" >&2
-echo "the broker did not start again within 90 s" >&2
-exit 1
-EOF
+# The outage's commands: stop the broker (SIGTERM), and start it again on the same ports with the
+# same data.
+printf '#!/usr/bin/env bash\nexec "%s" stop "%s"\n' "$KAFKA_SH" "$KDIR" >"$WORK/broker-stop"
+printf '#!/usr/bin/env bash\nexec "%s" resume "%s" >/dev/null\n' "$KAFKA_SH" "$KDIR" >"$WORK/broker-start"
 chmod +x "$WORK/broker-stop" "$WORK/broker-start"
 
 for target in kafka kafka_share; do

@@ -111,51 +111,13 @@ fi
 echo "== resolving Apache Kafka (Maven Central) and building interop/kafka"
 "$KAFKA_SH" build >/dev/null
 
-# ---- the broker: started by kafka.sh; restarted here in the same directory, on the same ports and
-# with the same data (kafka.sh start formats a new one on new ports)
+# ---- the broker: started by kafka.sh, and restarted by it in the same directory, on the same ports
+# and with the same data (kafka.sh resume)
 KDIR="$WORK/kafka"
 mkdir -p "$KDIR"
 echo "== starting the Kafka broker in $KDIR"
 KAFKA="$("$KAFKA_SH" start "$KDIR")" || die "the Kafka broker did not start"
 echo "   Kafka at $KAFKA"
-KAFKA_PORT="${KAFKA##*:}"
-
-port_open() {
-  "$PYTHON" -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' "$1" 2>/dev/null
-}
-
-# Starts the broker again from $KDIR/server.properties (kafka.sh's JVM, not formatted again) and
-# waits until it has logged its start once more and its port answers.
-broker_start_again() {
-  local before cp
-  before="$(grep -c 'Kafka Server started' "$KDIR/logs/server.log" || true)"
-  cp="$ROOT/interop/kafka/target/classes:$(cat "$ROOT/interop/kafka/target/classpath.txt")"
-  # A subshell's child, not a job of this shell (whose SIGKILL bash would report).
-  # shellcheck disable=SC2086
-  (setsid java ${KAFKA_HEAP:--Xmx512m -Xms64m} -XX:+UseSerialGC -XX:CICompilerCount=2 -Djava.awt.headless=true \
-    "-Dlog4j2.configurationFile=$KDIR/log4j2.properties" "-Dkafka.logs.dir=$KDIR/logs" -cp "$cp" \
-    kafka.Kafka "$KDIR/server.properties" >>"$KDIR/logs/stdout.log" 2>&1 </dev/null &
-    echo $! >"$KDIR/kafka.pid")
-  local deadline=$((SECONDS + 90))
-  until [ "$(grep -c 'Kafka Server started' "$KDIR/logs/server.log" || true)" -gt "$before" ] && port_open "$KAFKA_PORT"; do
-    kill -0 "$(cat "$KDIR/kafka.pid")" 2>/dev/null || { tail -n 30 "$KDIR/logs/server.log" >&2; die "the broker exited while starting again"; }
-    [ "$SECONDS" -lt "$deadline" ] || { tail -n 30 "$KDIR/logs/server.log" >&2; die "the broker did not start again within 90 s"; }
-    sleep 0.2
-  done
-  echo "$KAFKA" >"$KDIR/bootstrap"
-}
-
-broker_kill() {
-  local pid
-  pid="$(cat "$KDIR/kafka.pid")"
-  kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid"
-  local deadline=$((SECONDS + 20))
-  while kill -0 "$pid" 2>/dev/null; do
-    [ "$SECONDS" -lt "$deadline" ] || die "the broker (pid $pid) outlived SIGKILL for 20 s"
-    sleep 0.1
-  done
-  rm -f "$KDIR/kafka.pid" "$KDIR/bootstrap"
-}
 
 # ---- the proxy
 free_port() {
@@ -311,11 +273,11 @@ restart() { # <how> <acks first>
   local refused
   refused="$(grep -c 'cannot connect to the broker' "$LOG" || true)"
   local t0=$SECONDS acked_at_stop
-  if [ "$1" = kill ]; then broker_kill; else "$KAFKA_SH" stop "$KDIR"; fi
+  if [ "$1" = kill ]; then "$KAFKA_SH" kill "$KDIR"; else "$KAFKA_SH" stop "$KDIR"; fi
   acked_at_stop="$(acked)"
   STOPPED_AT="$acked_at_stop"
   wait_refused "$refused"
-  broker_start_again
+  "$KAFKA_SH" resume "$KDIR" >/dev/null || die "the broker did not start again"
   echo "   broker stopped ($1) at $acked_at_stop acks, $(consumed) records consumed; up again after $((SECONDS - t0)) s"
 }
 restart term $((RECORDS / 4))
