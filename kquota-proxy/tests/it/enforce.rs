@@ -168,6 +168,17 @@ fn alter_entry(
             .with_value(value)])
 }
 
+/// Sets `user`'s `producer_byte_rate` through the proxy (AlterClientQuotas v1); the entry's error code.
+async fn alter_producer_rate(c: &mut Client, user: &str, value: f64) -> i16 {
+    let alter = AlterClientQuotasRequest::default().with_entries(vec![alter_entry(
+        &[("user", Some(user))],
+        "producer_byte_rate",
+        value,
+    )]);
+    let r: AlterClientQuotasResponse = c.call(ApiKey::AlterClientQuotas, 1, &alter).await;
+    r.entries[0].error_code
+}
+
 fn describe_user(user: &str) -> DescribeClientQuotasRequest {
     DescribeClientQuotasRequest::default().with_components(vec![
         describe_client_quotas_request::ComponentData::default()
@@ -308,13 +319,7 @@ async fn the_quota_admin_apis_are_answered_while_the_cluster_is_unreachable() {
         })
         .await;
         let mut c = Client::connect(running.addr).await;
-        let alter = AlterClientQuotasRequest::default().with_entries(vec![alter_entry(
-            &[("user", Some("alice"))],
-            "producer_byte_rate",
-            4096.0,
-        )]);
-        let r: AlterClientQuotasResponse = c.call(ApiKey::AlterClientQuotas, 1, &alter).await;
-        assert_eq!(r.entries[0].error_code, 0);
+        assert_eq!(alter_producer_rate(&mut c, "alice", 4096.0).await, 0);
         let r: DescribeClientQuotasResponse = c
             .call(ApiKey::DescribeClientQuotas, 1, &describe_user("alice"))
             .await;
@@ -431,13 +436,7 @@ async fn api_versions_lists_the_admin_apis_the_proxy_serves_whatever_the_cluster
         let running = start(|c| c.super_users = vec![Principal::user("ANONYMOUS")]).await;
         let mut c = Client::connect(running.addr).await;
         // The proxy answers both itself, at v0-1, whatever the cluster behind it serves.
-        let alter = AlterClientQuotasRequest::default().with_entries(vec![alter_entry(
-            &[("user", Some("alice"))],
-            "producer_byte_rate",
-            1_000.0,
-        )]);
-        let a: AlterClientQuotasResponse = c.call(ApiKey::AlterClientQuotas, 1, &alter).await;
-        assert_eq!(a.entries[0].error_code, 0);
+        assert_eq!(alter_producer_rate(&mut c, "alice", 1_000.0).await, 0);
         let d: DescribeClientQuotasResponse = c
             .call(ApiKey::DescribeClientQuotas, 1, &describe_user("alice"))
             .await;
