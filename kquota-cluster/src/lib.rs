@@ -19,6 +19,7 @@ mod config;
 mod log;
 mod members;
 mod record;
+mod report;
 mod split;
 mod topics;
 mod usage;
@@ -35,7 +36,8 @@ pub use crate::config::DEFAULT_MEMBERS_TOPIC;
 pub use crate::members::Membership;
 // Usage sharing, and the split of cluster-wide `bps` limits it feeds.
 pub use crate::config::DEFAULT_USAGE_TOPIC;
-pub use crate::split::{split_limit, Demand, SharedSplit, SplitParams};
-pub use crate::usage::{
-    BucketUsage, UsageRecord, UsageShare, UsageTracker, DEFAULT_MAX_BUCKETS, MAX_RECORD_BYTES,
+pub use crate::report::{
+    BucketUsage, UsageRecord, UsageTracker, DEFAULT_MAX_BUCKETS, MAX_RECORD_BYTES,
 };
+pub use crate::split::{split_limit, Demand, SharedSplit, SplitParams};
+pub use crate::usage::UsageShare;

@@ -54,7 +54,7 @@ use kquota::meter::{BpsSplit, BucketOwner, Clock};
 use kquota::{QuotaKey, QuotaType, Unit};
 use parking_lot::{Mutex, RwLock};
 
-use crate::usage::UsageRecord;
+use crate::report::{sane_rate, UsageRecord};
 
 /// One instance's recent use of one bucket: its windowed rate, the limit it last applied, and
 /// whether it was throttled lately (see [`UsageTracker`](crate::UsageTracker)).
@@ -84,19 +84,6 @@ impl Demand {
             limit: sane_rate(limit),
             throttled,
         }
-    }
-}
-
-/// The most a rate is taken to be: beyond any real link, and far from overflowing a sum.
-const MAX_RATE: f64 = 1e18;
-
-/// A rate read from another instance, made safe to add up: not a number, negative or infinite
-/// counts as nothing, and huge ones are capped.
-pub(crate) fn sane_rate(rate: f64) -> f64 {
-    if rate.is_finite() && rate > 0.0 {
-        rate.min(MAX_RATE)
-    } else {
-        0.0
     }
 }
 
@@ -593,7 +580,7 @@ impl BpsSplit for SharedSplit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::usage::BucketUsage;
+    use crate::report::BucketUsage;
     use kquota::meter::ManualClock;
 
     const L: f64 = 3_000_000.0;
