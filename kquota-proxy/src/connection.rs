@@ -153,9 +153,8 @@ impl Conn<'_> {
         f(&mut self.shared.quotas.meter.client(&who.user, &who.client_id))
     }
 
-    /// The (user, client-id) of a request with `client_id`.
-    fn who(&self, client_id: &str) -> Who {
-        let mut state = self.state.lock();
+    /// The (user, client-id) of a request with `client_id`, in the connection's `state`.
+    fn who(&self, state: &mut State, client_id: &str) -> Who {
         if *state.who.client_id != *client_id {
             let who = Who {
                 user: Arc::clone(&state.who.user),
@@ -545,15 +544,15 @@ fn classify(head: &RequestHead, frame: &mut Vec<u8>, conn: &Conn<'_>) -> Result<
     let shared = conn.shared;
     let quotas = &shared.quotas;
     let body = &frame[4..];
-    let note = conn
-        .state
-        .lock()
-        .identity
-        .on_request(head.api_key, head.version, body)
-        .map_err(|e| e.to_string())?;
-    let client_id = head.client_id(body);
-    let who = conn.who(&client_id);
-    drop(client_id);
+    // One acquisition of the connection's state for both: the SASL step and the (user, client-id).
+    let (note, who) = {
+        let mut state = conn.state.lock();
+        let note = state
+            .identity
+            .on_request(head.api_key, head.version, body)
+            .map_err(|e| e.to_string())?;
+        (note, conn.who(&mut state, &head.client_id(body)))
+    };
     let local = |bytes: Bytes, throttle_ms: u64| {
         shared.stats.answered_locally();
         Ok(Pending::Local { bytes, throttle_ms })
