@@ -10,7 +10,6 @@ use super::rate;
 use super::shared::Meter;
 use crate::key::QuotaKey;
 use crate::resolve::Resolved;
-use crate::scope::BucketScope;
 
 /// The keys each kind of request is metered against.
 const PRODUCE_KEYS: [QuotaKey; 3] = [
@@ -95,13 +94,7 @@ impl ClientMeter {
         self.resolved = inner.engine.resolve(&self.user, &self.client_id);
         for key in QuotaKey::client_keys() {
             self.buckets[key.index()] = self.resolved.get(key).map(|q| {
-                let owner = match q.bucket_scope() {
-                    BucketScope::UserClient => {
-                        BucketOwner::UserClient(self.user.clone(), self.client_id.clone())
-                    }
-                    BucketScope::User => BucketOwner::User(self.user.clone()),
-                    BucketScope::ClientId => BucketOwner::ClientId(self.client_id.clone()),
-                };
+                let owner = BucketOwner::of(q.bucket_scope(), &self.user, &self.client_id);
                 inner.bucket(key, owner, Some(q.level))
             });
         }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::describe::BpsView;
 use crate::entity::Level;
 use crate::key::QuotaKey;
+use crate::scope::BucketScope;
 
 /// Who a bucket belongs to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -17,6 +18,19 @@ pub enum BucketOwner {
     ClientId(Arc<str>),
     /// One IP address.
     Ip(Arc<str>),
+}
+
+impl BucketOwner {
+    /// The bucket of `(user, client_id)` for a quota shared as `scope` says.
+    pub(crate) fn of(scope: BucketScope, user: &Arc<str>, client_id: &Arc<str>) -> BucketOwner {
+        match scope {
+            BucketScope::UserClient => {
+                BucketOwner::UserClient(Arc::clone(user), Arc::clone(client_id))
+            }
+            BucketScope::User => BucketOwner::User(Arc::clone(user)),
+            BucketScope::ClientId => BucketOwner::ClientId(Arc::clone(client_id)),
+        }
+    }
 }
 
 impl std::fmt::Display for BucketOwner {

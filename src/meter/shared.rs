@@ -16,7 +16,6 @@ use crate::describe::{BpsView, BrokerLimit, DescribedQuota};
 use crate::engine::Engine;
 use crate::entity::Level;
 use crate::key::{QuotaKey, QuotaType, Unit};
-use crate::scope::BucketScope;
 
 /// The sum of active share weights of one quota type, recomputed at most once per sample window.
 #[derive(Debug, Default)]
@@ -151,13 +150,7 @@ impl Meter {
             Arc::from(client_id.unwrap_or_default()),
         );
         for q in out.iter_mut().filter(|q| q.key.unit() == Unit::Bps) {
-            let owner = match q.level.bucket_scope() {
-                BucketScope::UserClient => {
-                    BucketOwner::UserClient(Arc::clone(&user), Arc::clone(&client_id))
-                }
-                BucketScope::User => BucketOwner::User(Arc::clone(&user)),
-                BucketScope::ClientId => BucketOwner::ClientId(Arc::clone(&client_id)),
-            };
+            let owner = BucketOwner::of(q.level.bucket_scope(), &user, &client_id);
             match split.local_limit(q.key, &owner, q.effective, now) {
                 Some(limit) => {
                     q.broker_limit = BrokerLimit::Rate(limit);
