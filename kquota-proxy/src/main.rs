@@ -13,7 +13,7 @@ use kquota::SubQuotaPolicy;
 use kquota_proxy::{ClientTls, HostPort, Proxy, ProxyConfig, UpstreamTls};
 use kquota_wire::tls::ClientAuth;
 use kquota_wire::Principal;
-use tracing::info;
+use tracing::{info, warn};
 
 /// Enforce client quotas on Kafka traffic, in front of a Kafka cluster.
 ///
@@ -220,6 +220,15 @@ fn parse_property(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// The kernel's ephemeral port range, from `ip_local_port_range`'s text ("32768\t60999").
+fn ephemeral_range(text: &str) -> Option<(u32, u32)> {
+    let mut parts = text.split_whitespace().map(str::parse::<u32>);
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(Ok(low)), Some(Ok(high)), None) if low <= high => Some((low, high)),
+        _ => None,
+    }
+}
+
 /// The configuration topic's default name (`kquota_cluster::DEFAULT_CONFIG_TOPIC`, spelt out so
 /// that a build without the `cluster` feature has the same `--help`).
 const DEFAULT_CONFIG_TOPIC: &str = "_kquota_config";
@@ -286,6 +295,19 @@ fn main() -> ExitCode {
         .init();
     let mut config = ProxyConfig::new(args.listen, args.upstream);
     config.listen_base = args.listen_base;
+    if let Some(base) = args.listen_base.filter(|b| b.port() != 0) {
+        let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range");
+        if let Some((low, high)) = range.ok().as_deref().and_then(ephemeral_range) {
+            if u32::from(base.port()) + 1 >= low && u32::from(base.port()) < high {
+                warn!(
+                    "--listen-base {base}: broker ports from {} are inside the ephemeral port range \
+                     {low}-{high}; an outgoing connection may take one before the proxy listens on it \
+                     (choose a base below {low})",
+                    u32::from(base.port()) + 1
+                );
+            }
+        }
+    }
     config.broker_map = args.broker_map.into_iter().collect::<BTreeMap<_, _>>();
     config.advertised_host = args.advertised_host;
     config.max_request_bytes = args.max_request_bytes;
@@ -418,6 +440,15 @@ mod tests {
         ] {
             let argv = ["kquota-proxy", "--upstream", "k:9092"].iter().chain(bad);
             assert!(Args::try_parse_from(argv).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_ephemeral_range_is_read_from_the_kernels_text() {
+        assert_eq!(ephemeral_range("32768\t60999\n"), Some((32768, 60999)));
+        assert_eq!(ephemeral_range("1024 65535"), Some((1024, 65535)));
+        for bad in ["", "32768", "a b", "60999 32768", "1 2 3"] {
+            assert_eq!(ephemeral_range(bad), None, "{bad:?}");
         }
     }
 

@@ -42,6 +42,8 @@ from kafka.protocol.admin import (
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "interop"))
+from ports import listen_ports  # noqa: E402
 KEY = "producer_byte_rate"
 BPS = "producer_byte_rate:bps"
 POLICY_VIOLATION = 44
@@ -89,14 +91,10 @@ def show(entity):
 
 
 def free_port(used):
-    while True:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p not in used and p + 1 not in used and p - 1 not in used and 1024 < p < 65000:
-            used.update((p - 1, p, p + 1))
-            return p
+    """A free port outside the ephemeral range, not in `used` (which gets it): a proxy listens on
+    its broker's port only when the cluster first names the broker, and an outgoing connection
+    could take an ephemeral port before that."""
+    return listen_ports(1, used)
 
 
 def port_open(port):

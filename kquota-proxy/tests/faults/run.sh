@@ -124,8 +124,10 @@ free_port() {
   "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 PROXY_PORT="$(free_port)"
-BASE="$(free_port)"
-[ "$BASE" -lt 65000 ] || BASE=40000
+# Broker 1's port, outside the ephemeral range: the proxy listens on it only once the cluster names
+# broker 1, and an outgoing connection could take an ephemeral port before that.
+BROKER_PORT="$("$PYTHON" "$ROOT/interop/ports.py")" || die "no port for the proxy's broker listener"
+BASE=$((BROKER_PORT - 1))
 PROXY="127.0.0.1:$PROXY_PORT"
 BROKER1="127.0.0.1:$((BASE + 1))"
 echo "== starting kquota-proxy on $PROXY (broker 1 on $BROKER1) in front of $KAFKA"

@@ -45,7 +45,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -54,6 +53,8 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "interop"))
+from ports import listen_ports  # noqa: E402
 STACKS = os.path.join(HERE, "stacks.py")
 PYTHON = sys.executable
 STACK_NAMES = ("java", "librdkafka", "kafka-python")
@@ -82,31 +83,18 @@ def log(msg):
     print(msg, flush=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# The ports the proxies were given, so that two proxies never get the same.
+PROXY_PORTS = set()
 
 
 def free_base(nodes=3):
-    """A port BASE with BASE+1..BASE+nodes free: the proxy's --listen-base for brokers 1..nodes."""
-    for _ in range(100):
-        base = free_port()
-        if base + nodes > 65535:
-            continue
-        held = []
-        try:
-            for n in range(1, nodes + 1):
-                s = socket.socket()
-                held.append(s)
-                s.bind(("127.0.0.1", base + n))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
-    raise CaseFailure("no free range of ports for the proxy's broker listeners")
+    """A port BASE with BASE+1..BASE+nodes free: the proxy's --listen-base for brokers 1..nodes,
+    outside the ephemeral range (the proxy listens on them only once the cluster names the brokers,
+    and an outgoing connection could take an ephemeral one first)."""
+    try:
+        return listen_ports(nodes, PROXY_PORTS) - 1
+    except RuntimeError as e:
+        raise CaseFailure("no free range of ports for the proxy's broker listeners: %s" % e)
 
 
 def tail(path, n=25):
@@ -128,7 +116,7 @@ class Proxy:
         self.log_path = os.path.join(suite.work, "proxy-%s.log" % name)
 
     def start(self):
-        port, self.base = free_port(), free_base()
+        port, self.base = listen_ports(1, PROXY_PORTS), free_base()
         self.bootstrap = "127.0.0.1:%d" % port
         cmd = [self.suite.proxy_bin, "--upstream", self.upstream.split(",")[0], "--listen", self.bootstrap,
                "--listen-base", "127.0.0.1:%d" % self.base,
