@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use kquota::meter::{ClientMeter, Throttle};
+use kquota::QuotaType;
 use kquota_wire::Principal;
 use parking_lot::Mutex;
 use tokio::io::{
@@ -58,14 +59,20 @@ struct Forwarded {
     enforce: Enforce,
     /// The proxy's own time on the request so far (for `request_percentage`).
     nanos: u64,
+    /// Told once the answer is written (and the client muted if throttled), for a request after
+    /// which the connection is not read until then.
+    done: Option<oneshot::Sender<()>>,
 }
 
 /// What the answer to a forwarded request is metered for.
 enum Enforce {
     /// Only the proxy's time on it.
     Time,
-    /// A Produce request, recorded when read, and the throttle it got.
-    Produce(u64),
+    /// A Produce request of `bytes`, recorded when its answer comes, as Kafka's broker records
+    /// it; with `one_at_a_time` (a producer quota applies), the connection's next request is read
+    /// only after that answer, as Kafka reads one request of a connection at a time, so that a
+    /// throttle holds back the requests pipelined behind it.
+    Produce { bytes: u64, one_at_a_time: bool },
     /// A Fetch: its answer's bytes are metered, and a throttled one is answered empty.
     Fetch(FetchRequest),
     /// A mutation request already recorded, the throttle it got, and the topics a strict quota
@@ -475,9 +482,20 @@ where
             }
         };
         let frame = Bytes::from(frame);
+        // The answer this connection waits for before it reads on.
+        let mut answered = None;
         let (pending, to_broker) = match pending {
             Pending::Upstream(mut f) => {
                 f.nanos = started.elapsed().as_nanos() as u64;
+                if let Enforce::Produce {
+                    one_at_a_time: true,
+                    ..
+                } = f.enforce
+                {
+                    let (tx, rx) = oneshot::channel();
+                    f.done = Some(tx);
+                    answered = Some(rx);
+                }
                 if f.head.expects_response {
                     (Some(Pending::Upstream(f)), true)
                 } else {
@@ -535,6 +553,15 @@ where
                 }
             }
         }
+        if let Some(answered) = answered {
+            // Nothing more is read until the answer is out and its throttle, if any, begun. An
+            // answer side that ended drops the sender: the connection is closing.
+            tokio::select! {
+                biased;
+                () = shared.stopping() => return Ended::Stopping,
+                _ = answered => {}
+            }
+        }
     }
 }
 
@@ -580,13 +607,23 @@ fn classify(head: &RequestHead, frame: &mut Vec<u8>, conn: &Conn<'_>) -> Result<
     let mut enforce = Enforce::Time;
     match ApiKey::try_from(head.api_key) {
         Ok(ApiKey::Produce) => {
-            // Recorded when read, not when answered as Kafka does it, so that a throttle holds
-            // back the requests pipelined behind this one, as Kafka (which reads one request of
-            // a connection at a time) holds them; the answer then carries the throttle.
-            let t = conn.metered(&who, |m| m.produce((frame.len() - 4) as u64));
-            throttled(shared, "produce", &t);
-            conn.mute(t.ms);
-            enforce = Enforce::Produce(t.ms);
+            let bytes = (frame.len() - 4) as u64;
+            if head.expects_response {
+                let one_at_a_time = conn.metered(&who, |m| {
+                    m.quotas()
+                        .iter()
+                        .any(|q| q.key.quota_type() == QuotaType::ProducerByteRate)
+                });
+                enforce = Enforce::Produce {
+                    bytes,
+                    one_at_a_time,
+                };
+            } else {
+                // acks=0 gets no answer to record it at: recorded now, the connection muted.
+                let t = conn.metered(&who, |m| m.produce(bytes));
+                throttled(shared, "produce", &t);
+                conn.mute(t.ms);
+            }
         }
         Ok(ApiKey::Fetch) => {
             if let Some(fetch) = head
@@ -622,6 +659,7 @@ fn classify(head: &RequestHead, frame: &mut Vec<u8>, conn: &Conn<'_>) -> Result<
         who,
         enforce,
         nanos: 0,
+        done: None,
     }))
 }
 
@@ -774,6 +812,7 @@ async fn forward_responses<W>(
         } else {
             wire
         };
+        let done = forwarded.done.take();
         let (out, throttle_ms) = enforce_answer(conn, forwarded, out, started);
         if throttle_ms > 0 && !enforce::client_throttles(head.api_key, head.version) {
             // A client too old to throttle itself gets its answer after the throttle, as Kafka
@@ -787,6 +826,9 @@ async fn forward_responses<W>(
             return;
         }
         conn.mute(throttle_ms);
+        if let Some(done) = done {
+            let _ = done.send(());
+        }
     }
 }
 
@@ -807,7 +849,11 @@ fn enforce_answer(
         throttled(shared, "request", &time);
         match forwarded.enforce {
             Enforce::Time => (out, time.ms),
-            Enforce::Produce(ms) => (out, ms.max(time.ms)),
+            Enforce::Produce { bytes, .. } => {
+                let t = meter.produce(bytes);
+                throttled(shared, "produce", &t);
+                (out, t.ms.max(time.ms))
+            }
             Enforce::Fetch(request) => {
                 let bytes = (out.len() - 4) as u64;
                 let t = meter.fetch(bytes);

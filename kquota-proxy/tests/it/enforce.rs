@@ -71,6 +71,7 @@ impl Drop for DataDir {
 
 struct Running {
     addr: SocketAddr,
+    metrics: Option<SocketAddr>,
     engine: Arc<Engine>,
     cluster: Cluster,
     stop: Option<oneshot::Sender<()>>,
@@ -85,6 +86,7 @@ async fn start(tweak: impl FnOnce(&mut ProxyConfig)) -> Running {
     tweak(&mut config);
     let proxy = Proxy::bind(config).await.unwrap();
     let addr = proxy.local_addr();
+    let metrics = proxy.metrics_addr();
     let engine = Arc::clone(proxy.engine());
     let (stop, stopped) = oneshot::channel();
     let served = tokio::spawn(proxy.serve(async {
@@ -92,6 +94,7 @@ async fn start(tweak: impl FnOnce(&mut ProxyConfig)) -> Running {
     }));
     Running {
         addr,
+        metrics,
         engine,
         cluster,
         stop: Some(stop),
@@ -647,6 +650,69 @@ async fn a_request_pipelined_behind_a_throttled_produce_waits_out_the_throttle()
             "the pipelined request reached the broker {gap:?} after the throttled one; \
              Kafka handles it only after the throttle of {expected} ms"
         );
+        running.stop().await;
+    })
+    .await;
+}
+
+/// What the proxy's metrics say `client_id`'s producer_byte_rate bucket recorded (0 before it has one).
+async fn produce_recorded(running: &Running, client_id: &str) -> f64 {
+    let addr = running.metrics.expect("started with --metrics-listen");
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(
+        &mut s,
+        b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut text = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut s, &mut text)
+        .await
+        .unwrap();
+    let series = format!(
+        "kquota_proxy_bucket_recorded_total{{user=\"\",client_id=\"{client_id}\",ip=\"\",quota=\"producer_byte_rate\","
+    );
+    text.lines()
+        .find(|l| l.starts_with(&series))
+        .map_or(0.0, |l| l.rsplit(' ').next().unwrap().parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_produce_is_recorded_when_it_is_answered_and_the_connection_read_on_after() {
+    // Kafka records a Produce when it answers it, and reads a connection's next request only
+    // then; the proxy does the same while a producer quota applies.
+    bounded(async {
+        let running = start(|c| c.metrics_listen = Some("127.0.0.1:0".parse().unwrap())).await;
+        running.broker_throttle(0);
+        // The fake broker answers this client id 600 ms late.
+        let id = fake::SLOW;
+        set(
+            &running.engine,
+            Alteration::new(&Entity::ClientId(named(id))).set("producer_byte_rate", 1e9),
+        );
+        let mut c = Client::connect_as(running.addr, id).await;
+        let mut both = Vec::new();
+        let mut size = 0;
+        for n in [1, 2] {
+            let r = request(ApiKey::Produce, 9, n, id, &produce(10));
+            size = r.len();
+            both.extend_from_slice(&(r.len() as u32).to_be_bytes());
+            both.extend_from_slice(&r);
+        }
+        tokio::io::AsyncWriteExt::write_all(&mut c.stream, &both)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            produce_recorded(&running, id).await,
+            0.0,
+            "nothing recorded while the first answer is awaited"
+        );
+        for n in [1, 2] {
+            let (correlation_id, r): (i32, ProduceResponse) = c.recv_as(ApiKey::Produce, 9).await;
+            assert_eq!((correlation_id, r.throttle_time_ms), (n, 0));
+        }
+        assert_eq!(produce_recorded(&running, id).await, (2 * size) as f64);
         running.stop().await;
     })
     .await;
