@@ -108,6 +108,19 @@ def port_open(port):
 # ---- the wire: AlterClientQuotas and DescribeClientQuotas over one socket
 
 
+def alter_once(addr, entity, value):
+    """Sets `entity`'s KEY to `value` on a connection of its own: (error code, message), or
+    (None, "no answer: ...") if the instance did not answer."""
+    try:
+        w = Wire(addr)
+        try:
+            return w.alter([(entity, {KEY: value})])[ekey(entity)]
+        finally:
+            w.close()
+    except (OSError, WireError) as e:
+        return None, "no answer: %s" % e
+
+
 class Wire:
     def __init__(self, addr, timeout=ALTER_TIMEOUT_S + 15):
         host, port = addr.rsplit(":", 1)
@@ -1157,14 +1170,7 @@ class Harness:
         def alter_during(name, addr, k):
             entity = (("user", "outage-%s-%d-%s" % (self.run_tag, k, name)),)
             t0 = time.monotonic()
-            try:
-                w = Wire(addr)
-                try:
-                    code, msg = w.alter([(entity, {KEY: 1234.0})])[ekey(entity)]
-                finally:
-                    w.close()
-            except (OSError, WireError) as e:
-                code, msg = None, "no answer: %s" % e
+            code, msg = alter_once(addr, entity, 1234.0)
             with lock:
                 attempts.append((entity, name, code, msg, time.monotonic() - t0, t0 - t_down))
 
@@ -1244,14 +1250,7 @@ class Harness:
                 entity = (("user", "resume-%s-%s-%d" % (self.run_tag, name, n)),)
                 n += 1
                 t0 = time.monotonic()
-                try:
-                    w = Wire(addr)
-                    try:
-                        code, msg = w.alter([(entity, {KEY: 4321.0})])[ekey(entity)]
-                    finally:
-                        w.close()
-                except (OSError, WireError) as e:
-                    code, msg = None, str(e)
+                code, msg = alter_once(addr, entity, 4321.0)
                 if code == 0:
                     t_ack = time.monotonic()
                     # How long until every instance describes it, polled from the answer on.
