@@ -571,14 +571,23 @@ fn classify(head: &RequestHead, frame: &mut Vec<u8>, conn: &Conn<'_>) -> Result<
     let shared = conn.shared;
     let quotas = &shared.quotas;
     let body = &frame[4..];
-    // One acquisition of the connection's state for both: the SASL step and the (user, client-id).
-    let (note, who) = {
+    // One acquisition of the connection's state for all three: the SASL step, the (user,
+    // client-id), and for a Produce whether a producer quota applies to it.
+    let is_produce = head.api_key == ApiKey::Produce as i16;
+    let (note, who, producer_quota) = {
         let mut state = conn.state.lock();
         let note = state
             .identity
             .on_request(head.api_key, head.version, body)
             .map_err(|e| e.to_string())?;
-        (note, conn.who(&mut state, &head.client_id(body)))
+        let who = conn.who(&mut state, &head.client_id(body));
+        let producer_quota = is_produce
+            && state
+                .meter
+                .quotas()
+                .iter()
+                .any(|q| q.key.quota_type() == QuotaType::ProducerByteRate);
+        (note, who, producer_quota)
     };
     let local = |bytes: Bytes, throttle_ms: u64| {
         shared.stats.answered_locally();
@@ -609,14 +618,9 @@ fn classify(head: &RequestHead, frame: &mut Vec<u8>, conn: &Conn<'_>) -> Result<
         Ok(ApiKey::Produce) => {
             let bytes = (frame.len() - 4) as u64;
             if head.expects_response {
-                let one_at_a_time = conn.metered(&who, |m| {
-                    m.quotas()
-                        .iter()
-                        .any(|q| q.key.quota_type() == QuotaType::ProducerByteRate)
-                });
                 enforce = Enforce::Produce {
                     bytes,
-                    one_at_a_time,
+                    one_at_a_time: producer_quota,
                 };
             } else {
                 // acks=0 gets no answer to record it at: recorded now, the connection muted.
