@@ -487,11 +487,17 @@ where
         let (pending, to_broker) = match pending {
             Pending::Upstream(mut f) => {
                 f.nanos = started.elapsed().as_nanos() as u64;
-                if let Enforce::Produce {
-                    one_at_a_time: true,
-                    ..
-                } = f.enforce
-                {
+                // Nothing after a SASL step is read before its answer has told who the
+                // connection is (Kafka's broker reads nothing else while it authenticates), nor
+                // after a Produce under a producer quota before its answer has been metered.
+                let one_at_a_time = matches!(
+                    f.enforce,
+                    Enforce::Produce {
+                        one_at_a_time: true,
+                        ..
+                    }
+                );
+                if (one_at_a_time || f.sasl.is_some()) && f.head.expects_response {
                     let (tx, rx) = oneshot::channel();
                     f.done = Some(tx);
                     answered = Some(rx);

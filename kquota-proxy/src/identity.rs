@@ -18,6 +18,11 @@
 //! the principal; a new handshake on an authenticated connection (re-authentication, KIP-368)
 //! runs the same way.
 //!
+//! The connection reads nothing a client sends after a SaslHandshake or SaslAuthenticate until
+//! the broker's answer to it has been read here, as Kafka's broker reads nothing else while it
+//! authenticates: a request pipelined behind the exchange's last step is metered as the user
+//! that step authenticated, never as the principal before it.
+//!
 //! A SASL request whose frame does not read (cut short, a length past its end, a version the
 //! proxy cannot read) is an error, and the connection closes; so is SaslHandshake v0, after which
 //! Kafka clients sent raw SASL tokens without Kafka framing (Kafka 4 no longer accepts them). A
@@ -274,11 +279,13 @@ fn scram_user(token: &[u8]) -> Option<String> {
     }
     let user = attributes.next()?.strip_prefix("n=")?;
     attributes.next()?.strip_prefix("r=")?;
-    let token_auth = attributes.any(|extension| {
-        extension
-            .split_once('=')
-            .is_some_and(|(k, v)| k == "tokenauth" && v.eq_ignore_ascii_case("true"))
-    });
+    // Kafka reads the extensions into a map (`Utils.parseMap`), so a repeated key takes its last
+    // value, and `tokenauth` is true as Java's `Boolean.parseBoolean` reads it.
+    let token_auth = attributes
+        .filter_map(|extension| extension.split_once('='))
+        .filter(|(k, _)| *k == "tokenauth")
+        .last()
+        .is_some_and(|(_, v)| v.eq_ignore_ascii_case("true"));
     if token_auth {
         return None;
     }
@@ -658,6 +665,10 @@ mod tests {
             ("n,,n=tokenid,r=abc,tokenauth=true", None),
             ("n,,n=tokenid,r=abc,tokenauth=TRUE", None),
             ("n,,n=carol,r=abc,tokenauth=false", Some("carol")),
+            // A repeated extension takes its last value, as Kafka's map of them does.
+            ("n,,n=carol,r=abc,tokenauth=true,tokenauth=false", Some("carol")),
+            ("n,,n=carol,r=abc,tokenauth=false,x=1,tokenauth=yes", Some("carol")),
+            ("n,,n=tokenid,r=abc,tokenauth=false,tokenauth=true", None),
             ("q,,n=carol,r=abc", None),
             ("n,carol,n=carol,r=abc", None),
             ("n,,r=abc,n=carol", None),

@@ -1195,3 +1195,80 @@ async fn the_user_is_the_one_the_broker_authenticated_never_the_one_merely_claim
     })
     .await;
 }
+
+/// The frames of a SASL PLAIN exchange as `user` with the right password: SaslHandshake v1
+/// (correlation id 1), then SaslAuthenticate v2 (2).
+fn plain_exchange(user: &str, client_id: &str) -> [Vec<u8>; 2] {
+    use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+    let shake = request(
+        ApiKey::SaslHandshake,
+        1,
+        1,
+        client_id,
+        &SaslHandshakeRequest::default().with_mechanism(s("PLAIN")),
+    );
+    let token = format!("\0{user}\0{}", fake::PASSWORD);
+    let auth = request(
+        ApiKey::SaslAuthenticate,
+        2,
+        2,
+        client_id,
+        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token)),
+    );
+    [shake, auth]
+}
+
+/// Sends `frames` in one write, each with its size prefix, without waiting for any answer.
+async fn pipeline(c: &mut Client, frames: &[&[u8]]) {
+    use tokio::io::AsyncWriteExt;
+    let mut out = Vec::new();
+    for f in frames {
+        out.extend_from_slice(&(f.len() as u32).to_be_bytes());
+        out.extend_from_slice(f);
+    }
+    c.stream.write_all(&out).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_produce_pipelined_behind_the_last_sasl_step_is_metered_as_the_user_it_authenticated() {
+    bounded(async {
+        let running = start(|c| c.meter = windows(2, 500)).await;
+        set(
+            &running.engine,
+            Alteration::new(&Entity::User(named("alice"))).set("producer_byte_rate", 1_000.0),
+        );
+        let produce_frame = request(ApiKey::Produce, 9, 3, "app", &produce(1_200));
+        let alice_throttle = first_throttle(produce_frame.len(), 1_000.0, 2, 500);
+        let [shake, auth] = plain_exchange("alice", "app");
+        // Every order in which a client can pipeline the Produce: behind the handshake and the
+        // step together, behind the step alone, and (a second Produce) behind its own first one.
+        for split in [0, 1] {
+            let mut c = Client::connect_as(running.addr, "app").await;
+            if split == 1 {
+                pipeline(&mut c, &[&shake]).await;
+                let (_, r): (i32, kafka_protocol::messages::SaslHandshakeResponse) =
+                    c.recv_as(ApiKey::SaslHandshake, 1).await;
+                assert_eq!(r.error_code, 0);
+                pipeline(&mut c, &[&auth, &produce_frame]).await;
+            } else {
+                pipeline(&mut c, &[&shake, &auth, &produce_frame]).await;
+                let (_, r): (i32, kafka_protocol::messages::SaslHandshakeResponse) =
+                    c.recv_as(ApiKey::SaslHandshake, 1).await;
+                assert_eq!(r.error_code, 0);
+            }
+            let (_, r): (i32, kafka_protocol::messages::SaslAuthenticateResponse) =
+                c.recv_as(ApiKey::SaslAuthenticate, 2).await;
+            assert_eq!(r.error_code, 0, "the broker authenticated alice");
+            let (id, r): (i32, ProduceResponse) = c.recv_as(ApiKey::Produce, 9).await;
+            assert_eq!(id, 3);
+            assert!(
+                alice_throttle > 1 && r.throttle_time_ms >= alice_throttle,
+                "split {split}: the Produce pipelined behind SaslAuthenticate got {} ms; alice's \
+                 quota throttles it {alice_throttle} ms, ANONYMOUS gets the broker's own 1 ms",
+                r.throttle_time_ms
+            );
+        }
+        running.stop().await;
+    })
+    .await;
+}
