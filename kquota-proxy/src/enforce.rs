@@ -14,6 +14,7 @@ use kafka_protocol::messages::{
     ProduceResponse, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kquota_wire::{ReadResult, Reader};
 
 /// Kafka's THROTTLING_QUOTA_EXCEEDED error code.
 pub(crate) const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
@@ -149,6 +150,9 @@ impl MutationRequest {
     /// (the broker answers that one).
     pub(crate) fn decode(api_key: i16, version: i16, frame: &Bytes) -> Option<MutationRequest> {
         let key = ApiKey::try_from(api_key).ok()?;
+        // kafka-protocol reserves every array's count before it reads an element: only a request
+        // whose counts the bounded walk has checked against its bytes is handed to it.
+        walk_mutation(key, version, frame).ok()?;
         let mut b = frame.clone();
         let header = RequestHeader::decode(&mut b, key.request_header_version(version)).ok()?;
         let body = match key {
@@ -323,6 +327,67 @@ impl MutationRequest {
         b[..4].copy_from_slice(&size.to_be_bytes());
         (Some(b.freeze()), out)
     }
+}
+
+/// Walks a CreateTopics, CreatePartitions or DeleteTopics request (`frame`: its bytes after the
+/// size prefix) with the bounded reader, as kafka-protocol will decode it: every array count is
+/// checked against the bytes left, so that the decoder never reserves more than the frame holds.
+fn walk_mutation(key: ApiKey, version: i16, frame: &[u8]) -> ReadResult<()> {
+    let mut r = Reader::new(frame);
+    r.take(8, "request header")?; // api key, version, correlation id
+    r.string(false, true, "client_id")?;
+    if key.request_header_version(version) >= 2 {
+        r.tagged_fields("request header tagged fields")?;
+    }
+    let flexible = match key {
+        ApiKey::CreateTopics => version >= 5,
+        ApiKey::CreatePartitions => version >= 2,
+        ApiKey::DeleteTopics => version >= 4,
+        _ => return Ok(()),
+    };
+    let c = flexible;
+    let tags = |r: &mut Reader<'_>, what| if c { r.tagged_fields(what) } else { Ok(()) };
+    match key {
+        ApiKey::CreateTopics => {
+            r.each(c, false, "topics", |r| {
+                r.string(c, false, "name")?;
+                r.take(6, "num_partitions, replication_factor")?;
+                r.each(c, false, "assignments", |r| {
+                    r.i32("partition_index")?;
+                    r.each(c, false, "broker_ids", |r| r.i32("broker_id").map(drop))?;
+                    tags(r, "assignment tagged fields")
+                })?;
+                r.each(c, false, "configs", |r| {
+                    r.string(c, false, "name")?;
+                    r.string(c, true, "value")?;
+                    tags(r, "config tagged fields")
+                })?;
+                tags(r, "topic tagged fields")
+            })?;
+        }
+        ApiKey::CreatePartitions => {
+            r.each(c, false, "topics", |r| {
+                r.string(c, false, "name")?;
+                r.i32("count")?;
+                r.each(c, true, "assignments", |r| {
+                    r.each(c, false, "broker_ids", |r| r.i32("broker_id").map(drop))?;
+                    tags(r, "assignment tagged fields")
+                })?;
+                tags(r, "topic tagged fields")
+            })?;
+        }
+        _ if version >= 6 => {
+            r.each(c, false, "topics", |r| {
+                r.string(c, true, "name")?;
+                r.take(16, "topic_id")?;
+                tags(r, "topic tagged fields")
+            })?;
+        }
+        _ => {
+            r.each(c, false, "topic_names", |r| r.string(c, false, "name").map(drop))?;
+        }
+    }
+    Ok(())
 }
 
 /// A mutation request with topics refused.
@@ -558,7 +623,7 @@ mod tests {
     use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
     use kafka_protocol::messages::create_topics_request::CreatableTopic;
     use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
-    use kafka_protocol::messages::{FetchRequest as KFetch, TopicName};
+    use kafka_protocol::messages::{BrokerId, FetchRequest as KFetch, TopicName};
     use kafka_protocol::protocol::Message;
 
     use super::*;
@@ -698,6 +763,80 @@ mod tests {
             counted(ApiKey::DeleteTopics, 4, &frame),
             Some((vec![6], false))
         );
+    }
+
+    /// A request of every version of the three APIs, with every array holding one element.
+    fn every_mutation_request() -> Vec<(ApiKey, i16, Bytes)> {
+        use kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
+        use kafka_protocol::messages::create_topics_request::{
+            CreatableReplicaAssignment, CreatableTopicConfig,
+        };
+        let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(topic("a"))
+            .with_num_partitions(-1)
+            .with_assignments(vec![CreatableReplicaAssignment::default()
+                .with_partition_index(0)
+                .with_broker_ids(vec![BrokerId(1)])])
+            .with_configs(vec![CreatableTopicConfig::default()
+                .with_name(StrBytes::from_static_str("retention.ms"))
+                .with_value(Some(StrBytes::from_static_str("1")))])]);
+        let grow = CreatePartitionsRequest::default().with_topics(vec![
+            CreatePartitionsTopic::default()
+                .with_name(topic("a"))
+                .with_count(2)
+                .with_assignments(Some(vec![CreatePartitionsAssignment::default()
+                    .with_broker_ids(vec![BrokerId(1)])])),
+        ]);
+        let mut out = Vec::new();
+        for v in 2..=7 {
+            out.push((ApiKey::CreateTopics, v, request(ApiKey::CreateTopics, v, &create).0));
+        }
+        for v in 0..=3 {
+            let r = request(ApiKey::CreatePartitions, v, &grow).0;
+            out.push((ApiKey::CreatePartitions, v, r));
+        }
+        for v in 1..=6 {
+            let delete = if v >= 6 {
+                DeleteTopicsRequest::default()
+                    .with_topics(vec![DeleteTopicState::default().with_name(Some(topic("a")))])
+            } else {
+                DeleteTopicsRequest::default().with_topic_names(vec![topic("a")])
+            };
+            out.push((ApiKey::DeleteTopics, v, request(ApiKey::DeleteTopics, v, &delete).0));
+        }
+        out
+    }
+
+    #[test]
+    fn a_count_larger_than_the_frame_is_refused_before_the_decoder_reserves_it() {
+        // The 23 bytes that aborted the proxy: CreateTopics v4, client id "c", 2^31 - 1 topics.
+        let mut frame = vec![0, 19, 0, 4, 0, 0, 0, 1, 0, 1, b'c'];
+        frame.extend_from_slice(&i32::MAX.to_be_bytes());
+        frame.extend_from_slice(&[0; 4]);
+        assert!(MutationRequest::decode(19, 4, &Bytes::from(frame)).is_none());
+        for (key, version, frame) in every_mutation_request() {
+            assert!(
+                MutationRequest::decode(key as i16, version, &frame).is_some(),
+                "{key:?} v{version} as kafka-protocol encodes it"
+            );
+            let flexible = key.request_header_version(version) >= 2;
+            // Every place in the frame made into the largest count its encoding can carry: the
+            // decode must give up (or read a field that is no count), never reserve it.
+            let huge: &[u8] = if flexible {
+                &[0xff, 0xff, 0xff, 0xff, 0x07]
+            } else {
+                &[0x7f, 0xff, 0xff, 0xff]
+            };
+            let mut refused = 0;
+            for at in 8..frame.len().saturating_sub(huge.len()) {
+                let mut bad = frame.to_vec();
+                bad[at..at + huge.len()].copy_from_slice(huge);
+                if MutationRequest::decode(key as i16, version, &Bytes::from(bad)).is_none() {
+                    refused += 1;
+                }
+            }
+            assert!(refused > 0, "{key:?} v{version}");
+        }
     }
 
     #[test]

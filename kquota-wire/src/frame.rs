@@ -194,22 +194,35 @@ pub fn request_size(prefix: [u8; 4], max_bytes: usize) -> Result<usize, CodecErr
     Ok(size)
 }
 
-/// A bounded reader over one frame. Every read checks the bytes left; nothing allocates.
+/// A bounded reader over one frame of Kafka's primitive types. Every read checks the bytes left,
+/// every array count is checked against them, and nothing allocates: a walk with it is what makes
+/// a peer's counts safe to hand to a decoder that reserves memory from them (`kafka-protocol`'s).
+///
+/// `what` in each read names the schema field, for the [`CodecError`] a bad frame gives.
+///
+/// ```
+/// use kquota_wire::Reader;
+/// // An array of 2^31 - 1 elements in a 4-byte frame: refused before anything is reserved.
+/// let mut r = Reader::new(&[0x7f, 0xff, 0xff, 0xff]);
+/// assert!(r.array_len(false, false, "topics").is_err());
+/// ```
 #[derive(Clone, Debug)]
-pub(crate) struct Reader<'a> {
+pub struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
-pub(crate) type ReadResult<T> = Result<T, CodecError>;
+/// What a [`Reader`] read, or why the frame does not follow its schema.
+pub type ReadResult<T> = Result<T, CodecError>;
 
 impl<'a> Reader<'a> {
-    pub(crate) fn new(buf: &'a [u8]) -> Reader<'a> {
+    /// A reader over `buf` from its start.
+    pub fn new(buf: &'a [u8]) -> Reader<'a> {
         Reader { buf, pos: 0 }
     }
 
     /// A reader over `buf` from `pos` (at most its end), to resume a walk.
-    pub(crate) fn at(buf: &'a [u8], pos: usize) -> Reader<'a> {
+    pub fn at(buf: &'a [u8], pos: usize) -> Reader<'a> {
         Reader {
             buf,
             pos: pos.min(buf.len()),
@@ -217,15 +230,17 @@ impl<'a> Reader<'a> {
     }
 
     /// Bytes read so far.
-    pub(crate) fn position(&self) -> usize {
+    pub fn position(&self) -> usize {
         self.pos
     }
 
-    pub(crate) fn remaining(&self) -> usize {
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
-    pub(crate) fn take(&mut self, n: usize, what: &'static str) -> ReadResult<&'a [u8]> {
+    /// The next `n` bytes.
+    pub fn take(&mut self, n: usize, what: &'static str) -> ReadResult<&'a [u8]> {
         if n > self.remaining() {
             return Err(CodecError::Truncated {
                 field: what,
@@ -244,34 +259,39 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    pub(crate) fn i8(&mut self, what: &'static str) -> ReadResult<i8> {
+    /// A big-endian `i8`.
+    pub fn i8(&mut self, what: &'static str) -> ReadResult<i8> {
         Ok(i8::from_be_bytes(self.array(what)?))
     }
 
-    pub(crate) fn i16(&mut self, what: &'static str) -> ReadResult<i16> {
+    /// A big-endian `i16`.
+    pub fn i16(&mut self, what: &'static str) -> ReadResult<i16> {
         Ok(i16::from_be_bytes(self.array(what)?))
     }
 
-    pub(crate) fn i32(&mut self, what: &'static str) -> ReadResult<i32> {
+    /// A big-endian `i32`.
+    pub fn i32(&mut self, what: &'static str) -> ReadResult<i32> {
         Ok(i32::from_be_bytes(self.array(what)?))
     }
 
-    pub(crate) fn i64(&mut self, what: &'static str) -> ReadResult<i64> {
+    /// A big-endian `i64`.
+    pub fn i64(&mut self, what: &'static str) -> ReadResult<i64> {
         Ok(i64::from_be_bytes(self.array(what)?))
     }
 
-    pub(crate) fn f64(&mut self, what: &'static str) -> ReadResult<f64> {
+    /// A big-endian `f64`.
+    pub fn f64(&mut self, what: &'static str) -> ReadResult<f64> {
         Ok(f64::from_be_bytes(self.array(what)?))
     }
 
     /// A boolean: any non-zero byte is true, as in Kafka.
-    pub(crate) fn bool(&mut self, what: &'static str) -> ReadResult<bool> {
+    pub fn bool(&mut self, what: &'static str) -> ReadResult<bool> {
         Ok(self.take(1, what)?[0] != 0)
     }
 
     /// Kafka's unsigned varint: at most five bytes; the fifth may not carry a continuation bit. Bits
     /// beyond 32 are dropped, as both Kafka and `kafka-protocol` do.
-    pub(crate) fn uvarint(&mut self, what: &'static str) -> ReadResult<u32> {
+    pub fn uvarint(&mut self, what: &'static str) -> ReadResult<u32> {
         let mut value: u32 = 0;
         for i in 0..5 {
             let b = self.take(1, what)?[0];
@@ -315,7 +335,7 @@ impl<'a> Reader<'a> {
 
     /// A string (`compact` for flexible versions); `None` is null. A null where the schema does not
     /// allow one is an error.
-    pub(crate) fn string(
+    pub fn string(
         &mut self,
         compact: bool,
         nullable: bool,
@@ -335,7 +355,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A non-null byte string (`compact` for flexible versions), bounded by the bytes left.
-    pub(crate) fn bytes(&mut self, compact: bool, what: &'static str) -> ReadResult<&'a [u8]> {
+    pub fn bytes(&mut self, compact: bool, what: &'static str) -> ReadResult<&'a [u8]> {
         let len = self
             .length(compact, true, false, "bytes", what)?
             .unwrap_or_default();
@@ -343,7 +363,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A string that must be valid UTF-8.
-    pub(crate) fn utf8(
+    pub fn utf8(
         &mut self,
         compact: bool,
         nullable: bool,
@@ -359,7 +379,7 @@ impl<'a> Reader<'a> {
 
     /// An array's element count, checked against the bytes left (Kafka's "Tried to allocate a
     /// collection of size N, but there are only M bytes remaining"). `None` is a null array.
-    pub(crate) fn array_len(
+    pub fn array_len(
         &mut self,
         compact: bool,
         nullable: bool,
@@ -379,7 +399,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Walks an array, calling `each` once per element.
-    pub(crate) fn each(
+    pub fn each(
         &mut self,
         compact: bool,
         nullable: bool,
@@ -394,7 +414,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Skips a tagged-field section (flexible versions only).
-    pub(crate) fn tagged_fields(&mut self, what: &'static str) -> ReadResult<()> {
+    pub fn tagged_fields(&mut self, what: &'static str) -> ReadResult<()> {
         let count = self.uvarint(what)?;
         if count as usize > self.remaining() {
             return Err(CodecError::TooManyTaggedFields {

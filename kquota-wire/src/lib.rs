@@ -107,7 +107,7 @@ pub use crate::stream::{Reply, ResponseStream};
 
 // Framing, and the limits on what a peer may send.
 pub use crate::alter::{MAX_OPS_PER_ENTRY, MAX_PARTS_PER_ENTRY};
-pub use crate::frame::{request_size, CodecError, DEFAULT_MAX_REQUEST_BYTES};
+pub use crate::frame::{request_size, CodecError, ReadResult, Reader, DEFAULT_MAX_REQUEST_BYTES};
 
 // The seeds' draft AlterQuotas (apiKey 50) and its codec: `kafka-protocol` has none, so clients and
 // tests of a broker serving the draft use these.
