@@ -283,8 +283,7 @@ fn scram_user(token: &[u8]) -> Option<String> {
     // value, and `tokenauth` is true as Java's `Boolean.parseBoolean` reads it.
     let token_auth = attributes
         .filter_map(|extension| extension.split_once('='))
-        .filter(|(k, _)| *k == "tokenauth")
-        .last()
+        .rfind(|(k, _)| *k == "tokenauth")
         .is_some_and(|(_, v)| v.eq_ignore_ascii_case("true"));
     if token_auth {
         return None;
