@@ -11,8 +11,7 @@ use tracing::{debug, warn};
 
 use kquota_wire::{request_size, ResponseStream};
 
-use crate::budget::{Budget, Reservation};
-use crate::shutdown::Shutdown;
+use kquota_host::{Budget, Reservation, Shutdown};
 
 /// How long closing a connection may wait to send what is still buffered (a TLS close_notify).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);

@@ -41,22 +41,19 @@
 
 // One concern each: the settings and their errors; the server, its accept loops and connection
 // limits; one peer's session; its frames; the stop.
-mod budget;
 mod connection;
 mod error;
-mod limits;
 mod listener;
 mod peer;
 mod server;
 mod settings;
-mod shutdown;
 mod tls;
 
 // The public interface: what a host embedding the server, or the `kquotad` binary, needs.
 //
 // The server: bind it with its settings, then serve until a future resolves.
 pub use crate::server::Server;
-pub use crate::shutdown::SHUTDOWN_GRACE;
+pub use kquota_host::SHUTDOWN_GRACE;
 // Its settings, set as Kafka's `server.properties` keys, each checked as it is set.
 pub use crate::settings::{
     parse_properties, AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap, ServerConfig,

@@ -3,16 +3,14 @@
 //! (see [`crate::limits`]).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tracing::warn;
 
-use crate::budget::Budget;
-use crate::limits::Slots;
+use kquota_host::{AcceptErrors, Budget, Shutdown, Slots};
+
 use crate::peer::{self, Endpoint};
 use crate::settings::ServerConfig;
-use crate::shutdown::Shutdown;
 
 /// One bound listener: its socket, and what its connections need.
 pub(crate) struct Listener {
@@ -29,9 +27,8 @@ pub(crate) async fn accept_loop(
     mut shutdown: Shutdown,
 ) {
     let mut tasks = tokio::task::JoinSet::new();
-    // Accept errors carry no peer for the log's per-peer limit: at most one line a second, with
-    // the count of those held back.
-    let mut accept_errors = Throttled::default();
+    let mut accept_errors = AcceptErrors::default();
+    let name = listener.endpoint.config.name.clone();
     loop {
         tokio::select! {
             () = shutdown.stopping() => break,
@@ -41,16 +38,10 @@ pub(crate) async fn accept_loop(
                     Err(e) => {
                         // Out of file descriptors: a connection that has not authenticated gives
                         // way, so that one that will can be accepted.
-                        let out_of_files = matches!(e.raw_os_error(), Some(23 | 24));
-                        if !(out_of_files && slots.make_room()) {
-                            if let Some(held_back) = accept_errors.line() {
-                                match held_back {
-                                    0 => warn!("accept failed: {e}"),
-                                    n => warn!("accept failed: {e} ({n} more in the last second)"),
-                                }
-                            }
+                        if accept_errors.failed(&e, &name) {
+                            slots.make_room();
                         }
-                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        tokio::time::sleep(AcceptErrors::backoff()).await;
                         continue;
                     }
                 };
@@ -74,44 +65,4 @@ pub(crate) async fn accept_loop(
         }
     }
     while tasks.join_next().await.is_some() {}
-}
-
-/// One kind of line, written at most once per second: [`Throttled::line`] says whether to write it
-/// now, and how many were held back since the last one.
-#[derive(Default)]
-struct Throttled {
-    last: Option<std::time::Instant>,
-    held_back: u64,
-}
-
-impl Throttled {
-    fn line(&mut self) -> Option<u64> {
-        let now = std::time::Instant::now();
-        if self
-            .last
-            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
-        {
-            self.held_back += 1;
-            return None;
-        }
-        self.last = Some(now);
-        Some(std::mem::take(&mut self.held_back))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_line_a_second_with_the_count_held_back() {
-        let mut t = Throttled::default();
-        assert_eq!(t.line(), Some(0));
-        for _ in 0..99 {
-            assert_eq!(t.line(), None);
-        }
-        t.last = Some(std::time::Instant::now() - Duration::from_secs(2));
-        assert_eq!(t.line(), Some(99));
-        assert_eq!(t.line(), None);
-    }
 }

@@ -10,7 +10,6 @@ use kquota_wire::{Credentials, ScramCredential, ScramMechanism};
 use kquotad::{parse_properties, Server, ServerConfig, StartError, KNOWN_PROPERTIES};
 use tracing::{info, warn};
 
-mod log;
 
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
@@ -281,15 +280,6 @@ fn settings(args: &Args) -> Result<ServerConfig, String> {
     Ok(config)
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("install the SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => info!("SIGINT received"),
-        _ = term.recv() => info!("SIGTERM received"),
-    }
-}
-
 fn main() -> ExitCode {
     let args = match Args::try_parse() {
         Ok(args) => args,
@@ -310,23 +300,10 @@ fn main() -> ExitCode {
             }
         };
     }
-    {
-        use tracing_subscriber::layer::SubscriberExt as _;
-        use tracing_subscriber::util::SubscriberInitExt as _;
-        // Colour only on a terminal; no peer can flood the log (see log.rs).
-        tracing_subscriber::registry()
-            .with(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-            )
-            .with(log::PeerThrottle::start())
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_writer(std::io::stderr)
-                    .with_ansi(log::colour()),
-            )
-            .init();
-    }
+    // Colour only on a terminal; no peer can flood the log.
+    kquota_host::init_logging();
+    // A thousand idle sockets must not lock everyone out at a soft limit of 1,024.
+    kquota_host::raise_fd_limit();
     let config = match settings(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -382,7 +359,7 @@ fn main() -> ExitCode {
         }
         let _ = out.flush();
         drop(out);
-        server.serve(shutdown_signal()).await;
+        server.serve(kquota_host::signal()).await;
         ExitCode::SUCCESS
     })
 }

@@ -12,11 +12,9 @@ use tracing::{debug, warn};
 
 use kquota_wire::{AuthContext, Handler, Outcome, Reply, Session};
 
-use crate::budget::Budget;
+use kquota_host::{Budget, Shutdown, Slot};
 use crate::connection::Connection;
-use crate::limits::Slot;
 use crate::settings::{ListenerConfig, ServerConfig};
-use crate::shutdown::Shutdown;
 
 /// What a connection needs from the listener that accepted it.
 pub(crate) struct Endpoint {

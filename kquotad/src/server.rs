@@ -17,13 +17,12 @@ use kquota_wire::{
     Authorizer, Credentials, Handler, SaslConfig, SaslMechanism, SecurityProtocol, ServerInfo,
 };
 
-use crate::budget::Budget;
+use kquota_host::{Budget, Slots};
 use crate::error::{ConfigError, StartError};
-use crate::limits::Slots;
 use crate::listener::{accept_loop, Listener};
 use crate::peer::Endpoint;
 use crate::settings::{ListenerConfig, ServerConfig};
-use crate::{shutdown, tls};
+use crate::tls;
 
 /// A server that is bound and ready to serve.
 pub struct Server {
@@ -234,7 +233,7 @@ impl Server {
     /// Serves until `shutdown` resolves, then waits for open connections to finish their current
     /// request (see the crate docs for what happens to one that does not).
     pub async fn serve(self, shutdown: impl std::future::Future<Output = ()>) {
-        let (stop, stopping) = shutdown::channel();
+        let (stop, stopping) = kquota_host::channel();
         let slots = Slots::new(
             self.config.max_connections.get(),
             self.config.max_connections_per_ip.get(),

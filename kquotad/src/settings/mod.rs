@@ -16,7 +16,7 @@ use kquota_wire::{
     parse_super_users, Principal, SaslMechanism, ScramMechanism, DEFAULT_MAX_REQUEST_BYTES,
 };
 
-use crate::budget::DEFAULT_QUEUED_MAX_REQUEST_BYTES;
+use kquota_host::DEFAULT_QUEUED_MAX_REQUEST_BYTES;
 use crate::error::{ConfigError, Problem};
 
 pub use listeners::{AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap};

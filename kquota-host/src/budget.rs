@@ -19,12 +19,12 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 /// Kafka's `queued.max.request.bytes` default is −1 (unbounded); kquotad's is 256 MiB: room for
 /// two requests of the largest size (`socket.request.max.bytes`, 100 MiB) and many small ones at
 /// once, and a ceiling a small host can afford.
-pub(crate) const DEFAULT_QUEUED_MAX_REQUEST_BYTES: usize = 268_435_456;
+pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES: usize = 268_435_456;
 
 /// The request bytes that may be read or queued at once, shared by every connection of a server.
 /// Clones share the budget.
 #[derive(Clone, Default)]
-pub(crate) struct Budget {
+pub struct Budget {
     /// `None`: unbounded.
     bytes: Option<Arc<Semaphore>>,
     limit: usize,
@@ -34,7 +34,7 @@ pub(crate) struct Budget {
 
 /// Bytes reserved from a [`Budget`], given back when dropped.
 #[derive(Debug)]
-pub(crate) struct Reservation {
+pub struct Reservation {
     permit: Option<OwnedSemaphorePermit>,
     freed: Option<Arc<Notify>>,
 }
@@ -51,7 +51,7 @@ impl Drop for Reservation {
 
 impl Budget {
     /// A budget of `limit` bytes, or an unbounded one.
-    pub(crate) fn new(limit: Option<usize>) -> Budget {
+    pub fn new(limit: Option<usize>) -> Budget {
         match limit {
             None => Budget::default(),
             Some(limit) => {
@@ -66,7 +66,7 @@ impl Budget {
     }
 
     /// The most bytes one reservation may take (`usize::MAX` if unbounded).
-    pub(crate) fn limit(&self) -> usize {
+    pub fn limit(&self) -> usize {
         if self.bytes.is_some() {
             self.limit
         } else {
@@ -76,7 +76,7 @@ impl Budget {
 
     /// Reserves `bytes`, waiting while the budget is spent. `None` if `bytes` is more than the
     /// whole budget (the caller refuses the frame): waiting for it would never end.
-    pub(crate) async fn reserve(&self, bytes: usize) -> Option<Reservation> {
+    pub async fn reserve(&self, bytes: usize) -> Option<Reservation> {
         let Some(semaphore) = &self.bytes else {
             return Some(Reservation {
                 permit: None,
@@ -107,8 +107,7 @@ impl Budget {
     }
 
     /// Bytes not reserved now (`usize::MAX` if unbounded).
-    #[cfg(test)]
-    pub(crate) fn available(&self) -> usize {
+    pub fn available(&self) -> usize {
         self.bytes
             .as_ref()
             .map_or(usize::MAX, |s| s.available_permits())

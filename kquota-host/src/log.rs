@@ -1,4 +1,4 @@
-//! kquotad's log: what no peer can flood.
+//! The log: what no peer can flood.
 //!
 //! [`PeerThrottle`] is a `tracing` layer that counts the events carrying a `peer` field by the
 //! peer's address (its IP: a client that reconnects from another port is the same peer) and lets
@@ -21,9 +21,9 @@ use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 
 /// How long a peer's count runs before it starts again.
-pub(crate) const INTERVAL: Duration = Duration::from_secs(1);
+pub const INTERVAL: Duration = Duration::from_secs(1);
 /// The most lines one peer's events may write per [`INTERVAL`], not counting the summary line.
-pub(crate) const LINES_PER_PEER: usize = 5;
+pub const LINES_PER_PEER: usize = 5;
 /// The most peers counted apart; beyond them, the rest share one count (`other peers`).
 const MAX_PEERS: usize = 4096;
 /// The longest peer field kept as a key when it is not an address.
@@ -176,7 +176,7 @@ impl Summary {
         macro_rules! summary {
             ($level:expr) => {
                 tracing::event!(
-                    target: "kquotad",
+                    target: "kquota_host",
                     $level,
                     "… {total} more lines like these from {peer} in the last {seconds} s ({kinds})"
                 )
@@ -254,18 +254,18 @@ impl Counts {
 
 /// The layer; see the module docs.
 #[derive(Clone, Default)]
-pub(crate) struct PeerThrottle {
+pub struct PeerThrottle {
     counts: Arc<Mutex<Counts>>,
     hasher: std::hash::RandomState,
 }
 
 impl PeerThrottle {
     /// A throttle, and a thread that writes what it held back once each interval is over.
-    pub(crate) fn start() -> PeerThrottle {
+    pub fn start() -> PeerThrottle {
         let throttle = PeerThrottle::default();
         let counts = Arc::downgrade(&throttle.counts);
         let spawned = std::thread::Builder::new()
-            .name("kquotad-log".to_owned())
+            .name("kquota-log".to_owned())
             .spawn(move || loop {
                 std::thread::sleep(INTERVAL);
                 let Some(counts) = counts.upgrade() else {
@@ -321,8 +321,27 @@ impl<S: Subscriber> Layer<S> for PeerThrottle {
     }
 }
 
+/// Installs a server's log: lines to stderr, filtered by `RUST_LOG` (`info` when unset), coloured
+/// only on a terminal, and no peer able to flood it ([`PeerThrottle`]). A second call (a test that
+/// runs two servers) keeps the first.
+pub fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(PeerThrottle::start())
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(colour()),
+        )
+        .try_init();
+}
+
 /// Whether log lines may carry colour: stderr is a terminal and `NO_COLOR` is not set.
-pub(crate) fn colour() -> bool {
+pub fn colour() -> bool {
     use std::io::IsTerminal;
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }

@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 use tracing::{debug, warn};
 
 /// The open connections, shared by every listener.
-pub(crate) struct Slots {
+pub struct Slots {
     max_all: usize,
     max_per_ip: usize,
     grace: Duration,
@@ -54,7 +54,7 @@ struct Entry {
 }
 
 /// One open connection's place in [`Slots`], given back when dropped.
-pub(crate) struct Slot {
+pub struct Slot {
     slots: Arc<Slots>,
     peer: SocketAddr,
     id: u64,
@@ -64,7 +64,7 @@ pub(crate) struct Slot {
 
 /// Which limit a new connection would pass.
 #[derive(Debug)]
-pub(crate) enum Full {
+pub enum Full {
     /// `max.connections`, with its value.
     All(usize),
     /// `max.connections.per.ip` for this address, with its value.
@@ -88,7 +88,7 @@ impl fmt::Display for Full {
 
 /// Why a connection is to close before it is done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Closing {
+pub enum Closing {
     /// It did not authenticate (or send a valid request) within the grace period.
     Grace(Duration),
     /// It had not authenticated, and a new connection needed its place.
@@ -120,7 +120,7 @@ impl fmt::Display for Closing {
 impl Slots {
     /// Room for `max_all` connections, `max_per_ip` of them from one address; `grace` to prove
     /// themselves.
-    pub(crate) fn new(max_all: usize, max_per_ip: usize, grace: Duration) -> Arc<Slots> {
+    pub fn new(max_all: usize, max_per_ip: usize, grace: Duration) -> Arc<Slots> {
         Arc::new(Slots {
             max_all,
             max_per_ip,
@@ -132,7 +132,7 @@ impl Slots {
     /// A place for a connection from `peer`, making room if the server is full and a connection
     /// can give way; or which limit is reached. One address counts once, whether it arrives as
     /// IPv4 or IPv4-mapped IPv6.
-    pub(crate) fn take(self: &Arc<Self>, peer: SocketAddr) -> Result<Slot, Full> {
+    pub fn take(self: &Arc<Self>, peer: SocketAddr) -> Result<Slot, Full> {
         let ip = peer.ip().to_canonical();
         let now = Instant::now();
         let mut state = self.state.lock();
@@ -173,7 +173,7 @@ impl Slots {
 
     /// Tells one connection to close to make room (when the process is out of file descriptors,
     /// say): whether one was.
-    pub(crate) fn make_room(&self) -> bool {
+    pub fn make_room(&self) -> bool {
         let mut state = self.state.lock();
         self.evict(&mut state, Instant::now())
     }
@@ -252,13 +252,13 @@ impl State {
 
 impl Slot {
     /// A request has started to arrive: the connection is in use until [`Slot::answered`].
-    pub(crate) fn busy(&self) {
+    pub fn busy(&self) {
         self.slots.with(self.id, |e, _| e.busy = true);
     }
 
     /// A request was answered; `authenticated`: the connection is now proven (it authenticated,
     /// or on PLAINTEXT and SSL it sent a valid request).
-    pub(crate) fn answered(&self, authenticated: bool) {
+    pub fn answered(&self, authenticated: bool) {
         self.slots.with(self.id, |e, unproven| {
             e.busy = false;
             e.last_active = Instant::now();
@@ -277,7 +277,7 @@ impl Slot {
 
     /// Resolves when the connection is to close: it was told to make room, or its grace period
     /// ended before it was proven; logged (making room as a warning). Never, otherwise.
-    pub(crate) async fn closing(&self) -> Closing {
+    pub async fn closing(&self) -> Closing {
         let why = self.why_closing().await;
         let peer = self.peer;
         match why {

@@ -11,21 +11,21 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Tells every [`Shutdown`] made from it that the server is stopping.
 #[derive(Debug)]
-pub(crate) struct Stop(watch::Sender<bool>);
+pub struct Stop(watch::Sender<bool>);
 
 /// A task's view of the server's stop; cloned into every accept loop and connection.
 #[derive(Clone, Debug)]
-pub(crate) struct Shutdown(watch::Receiver<bool>);
+pub struct Shutdown(watch::Receiver<bool>);
 
 /// A stop and the shutdown it signals.
-pub(crate) fn channel() -> (Stop, Shutdown) {
+pub fn channel() -> (Stop, Shutdown) {
     let (tx, rx) = watch::channel(false);
     (Stop(tx), Shutdown(rx))
 }
 
 impl Stop {
     /// The server is stopping, from now on.
-    pub(crate) fn stop(&self) {
+    pub fn stop(&self) {
         // No receiver left means every task has ended: nothing to tell.
         let _ = self.0.send(true);
     }
@@ -33,14 +33,41 @@ impl Stop {
 
 impl Shutdown {
     /// Resolves once the server is stopping (at once if it already is).
-    pub(crate) async fn stopping(&mut self) {
+    pub async fn stopping(&mut self) {
         // An error means the server dropped its sender: it has stopped.
         let _ = self.0.wait_for(|stopping| *stopping).await;
     }
 
     /// Resolves [`SHUTDOWN_GRACE`] after the server started stopping.
-    pub(crate) async fn grace_over(&mut self) {
+    pub async fn grace_over(&mut self) {
         self.stopping().await;
         tokio::time::sleep(SHUTDOWN_GRACE).await;
+    }
+}
+
+/// Resolves when the process is asked to stop: SIGINT (Ctrl-C) or SIGTERM (a service manager),
+/// logged as it arrives. If a handler cannot be installed, only the other one stops the server.
+pub async fn signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = async {
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    let int = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!("cannot listen for SIGINT: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = int => tracing::info!("SIGINT received"),
+        () = term => tracing::info!("SIGTERM received"),
     }
 }
