@@ -14,11 +14,16 @@ pub fn raise_fd_limit() -> Option<u64> {
         Ok(limit) => Some(limit),
         Err(e) => {
             warn!("cannot raise the open-files limit: {e}");
-            rlimit::getrlimit(rlimit::Resource::NOFILE)
-                .ok()
-                .map(|(soft, _)| soft)
+            fd_limit()
         }
     }
+}
+
+/// The soft `RLIMIT_NOFILE` in force; `None` where it cannot be read.
+pub fn fd_limit() -> Option<u64> {
+    rlimit::getrlimit(rlimit::Resource::NOFILE)
+        .ok()
+        .map(|(soft, _)| soft)
 }
 
 /// Whether an accept error means the process (EMFILE) or the system (ENFILE) is out of

@@ -22,7 +22,7 @@ mod log;
 mod shutdown;
 mod slots;
 
-pub use crate::accept::{raise_fd_limit, AcceptErrors};
+pub use crate::accept::{fd_limit, raise_fd_limit, AcceptErrors};
 pub use crate::budget::{Budget, Reservation, DEFAULT_QUEUED_MAX_REQUEST_BYTES};
 pub use crate::log::{colour, init_logging, PeerThrottle, INTERVAL, LINES_PER_PEER};
 pub use crate::shutdown::{channel, signal, Shutdown, Stop, SHUTDOWN_GRACE};

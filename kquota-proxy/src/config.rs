@@ -32,6 +32,17 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many brokers the proxy will listen for, by default.
 pub const DEFAULT_MAX_BROKERS: usize = 1024;
 
+/// Kafka's `max.connections` has no bound by default; the proxy's is 10,000 client connections
+/// (each holds two descriptors once its broker connection is open), lowered at start to what the
+/// descriptor limit allows.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// How long a new connection has to prove itself (the broker authenticated it, or answered a
+/// request that needs no authentication) before it may give way to a new one, by default.
+pub const DEFAULT_CONNECTION_GRACE: Duration = Duration::from_secs(10);
+/// The bytes of requests being read and answers not yet taken by their clients, over all
+/// connections, by default: room for two frames of the largest size and many small ones.
+pub const DEFAULT_BUFFER_MEMORY: usize = 256 * 1024 * 1024;
+
 /// Buckets that get metric series of their own, by default.
 pub const DEFAULT_METRICS_MAX_BUCKETS: usize = 1000;
 
@@ -104,6 +115,18 @@ pub struct ProxyConfig {
     pub connect_timeout: Duration,
     /// How many brokers the proxy will listen for; a response naming more closes its connection.
     pub max_brokers: usize,
+    /// `max.connections`: client connections open at once over every listener. When it is
+    /// reached, the oldest connection not yet proven (from the address with the most of them), or
+    /// the one idle longest, gives way to a new one.
+    pub max_connections: usize,
+    /// `max.connections.per.ip`: client connections open at once from one address.
+    pub max_connections_per_ip: usize,
+    /// `kquota.connections.grace.ms`: how long a connection has to prove itself before it is
+    /// closed (and may be made to give way before that).
+    pub connection_grace: Duration,
+    /// The bytes held at once, over every connection, for requests being read and answers read
+    /// from the broker and not yet taken by their client; reading waits while they are spent.
+    pub buffer_memory: usize,
     /// Where the quotas altered at the proxy are kept (a redb store); `None` keeps them in
     /// memory only, lost when the proxy stops. Not used with [`ProxyConfig::cluster`].
     pub data_dir: Option<PathBuf>,
@@ -155,6 +178,10 @@ impl ProxyConfig {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             max_brokers: DEFAULT_MAX_BROKERS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_ip: usize::MAX,
+            connection_grace: DEFAULT_CONNECTION_GRACE,
+            buffer_memory: DEFAULT_BUFFER_MEMORY,
             data_dir: None,
             #[cfg(feature = "cluster")]
             cluster: None,
@@ -193,6 +220,8 @@ impl ProxyConfig {
             ("max_response_bytes", self.max_response_bytes),
             ("max_in_flight", self.max_in_flight),
             ("max_brokers", self.max_brokers),
+            ("max_connections", self.max_connections),
+            ("max_connections_per_ip", self.max_connections_per_ip),
             ("metrics_max_buckets", self.metrics_max_buckets),
         ] {
             if value == 0 {
@@ -203,6 +232,14 @@ impl ProxyConfig {
         if self.max_request_bytes > i32::MAX as usize || self.max_response_bytes > i32::MAX as usize
         {
             return Err(ProxyError::FrameLimit);
+        }
+        // A frame the budget cannot hold would wait for it forever.
+        let largest = self.max_request_bytes.max(self.max_response_bytes) + 4;
+        if self.buffer_memory < largest {
+            return Err(ProxyError::BufferMemory {
+                buffer_memory: self.buffer_memory,
+                largest,
+            });
         }
         Ok(())
     }
@@ -233,6 +270,9 @@ mod tests {
         assert!(matches!(c.check(), Err(ProxyError::AdvertisedHost(_))));
         c.advertised_host = Some("proxy.example".into());
         c.check().unwrap();
+        c.buffer_memory = c.max_response_bytes;
+        assert!(matches!(c.check(), Err(ProxyError::BufferMemory { .. })));
+        c.buffer_memory = DEFAULT_BUFFER_MEMORY;
         c.max_in_flight = 0;
         assert!(matches!(c.check(), Err(ProxyError::Zero("max_in_flight"))));
     }

@@ -6,7 +6,7 @@
 //! throttle put in the answer, and the connection not read while the client is throttled.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,8 @@ use crate::enforce::{self, FetchRequest, MutationRequest, Refused, Split};
 use crate::header::{self, RequestHead};
 use crate::identity::{Identity, SaslNote};
 use crate::rewrite::{self, Advertise, RewriteError};
-use crate::shared::{Shared, Target, SHUTDOWN_GRACE};
+use crate::shared::{Shared, Target};
+use kquota_host::{Slot, SHUTDOWN_GRACE};
 
 /// Either side of a connection: TCP, or TLS over it.
 trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
@@ -45,8 +46,13 @@ enum Pending {
     /// From the broker, to this request.
     Upstream(Forwarded),
     /// Made by the proxy (an ApiVersions version it cannot decode, a quota admin API, a refused
-    /// mutation), not forwarded; the client is throttled for `throttle_ms` once it is written.
-    Local { bytes: Bytes, throttle_ms: u64 },
+    /// mutation) to a request of `api_key`, not forwarded; the client is throttled for
+    /// `throttle_ms` once it is written.
+    Local {
+        api_key: i16,
+        bytes: Bytes,
+        throttle_ms: u64,
+    },
 }
 
 /// A forwarded request, as its answer needs it.
@@ -133,6 +139,12 @@ struct Who {
 /// What the request and answer sides of one connection share.
 struct Conn<'a> {
     shared: &'a Arc<Shared>,
+    /// Its place among `max.connections`: told when it is to give way.
+    slot: &'a Slot,
+    /// The broker has authenticated it (or its TLS certificate named it), or answered a request
+    /// that needs no authentication: it no longer gives way to a new connection before the
+    /// idle ones.
+    proven: AtomicBool,
     peer: SocketAddr,
     opened: Instant,
     /// Requests are not read before this time (ms since `opened`): the client is throttled.
@@ -189,6 +201,22 @@ impl Conn<'_> {
         }
     }
 
+    /// Notes that the answer to a request of `api_key` was written: whether the connection has
+    /// now proven itself is told to its slot.
+    fn answered(&self, api_key: i16, from_broker: bool) {
+        let sasl_or_versions = api_key == ApiKey::ApiVersions as i16
+            || api_key == ApiKey::SaslHandshake as i16
+            || api_key == ApiKey::SaslAuthenticate as i16;
+        // A broker that requires authentication answers nothing else before it (Kafka closes the
+        // connection); an authenticated principal proves the connection whatever it asked.
+        if (from_broker && !sasl_or_versions)
+            || self.state.lock().identity.principal() != &Principal::anonymous()
+        {
+            self.proven.store(true, Ordering::Relaxed);
+        }
+        self.slot.answered(self.proven.load(Ordering::Relaxed));
+    }
+
     /// Whether requests are not to be read now.
     fn muted(&self) -> bool {
         self.now_ms() < self.muted_until.load(Ordering::Acquire)
@@ -229,6 +257,7 @@ pub(crate) async fn serve(
     peer: SocketAddr,
     target: Target,
     shared: &Arc<Shared>,
+    slot: &Slot,
 ) {
     let _ = client.set_nodelay(true);
     let timeout = shared.config.connect_timeout;
@@ -239,6 +268,7 @@ pub(crate) async fn serve(
             let accepted = tokio::select! {
                 r = tokio::time::timeout(timeout, tls.accept(client)) => r,
                 () = shared.stopping() => return,
+                _ = slot.closing() => return,
             };
             match accepted {
                 Ok(Ok((stream, principal))) => (Box::new(stream), principal),
@@ -265,6 +295,8 @@ pub(crate) async fn serve(
     };
     let conn = Conn {
         shared,
+        slot,
+        proven: AtomicBool::new(principal != Principal::anonymous()),
         peer,
         opened: Instant::now(),
         muted_until: AtomicU64::new(0),
@@ -274,7 +306,11 @@ pub(crate) async fn serve(
             who,
         }),
     };
-    proxy(client, &conn, &upstream).await;
+    // A connection told to give way (or out of its grace, unproven) closes at once.
+    tokio::select! {
+        () = proxy(client, &conn, &upstream) => {}
+        _ = slot.closing() => {}
+    }
     shared.stats.connection_closed();
     debug!(%peer, upstream = %upstream, "connection closed");
 }
@@ -444,6 +480,29 @@ where
             shared.stats.protocol_error();
             return Ended::Closed;
         };
+        conn.slot.busy();
+        // Its place among the answers owed, then its bytes from the budget, both before the
+        // body is read: at max_in_flight, or while the budget is spent, nothing more is read.
+        // (In this order a request side that holds bytes never waits for an answer to be
+        // written, so the budget cannot deadlock.)
+        let permit = tokio::select! {
+            biased;
+            () = shared.stopping() => return Ended::Stopping,
+            p = owed.acquire() => p,
+        };
+        let Ok(permit) = permit else {
+            return Ended::Closed;
+        };
+        let reservation = tokio::select! {
+            biased;
+            () = shared.stopping() => return Ended::Stopping,
+            r = shared.budget.reserve(4 + size) => r,
+        };
+        let Some(reservation) = reservation else {
+            // The settings make every frame the limits allow fit the budget.
+            warn!(%peer, "closing connection: a request frame of {size} bytes is larger than the buffer memory");
+            return Ended::Closed;
+        };
         // A request that has not fully arrived is not forwarded once the proxy stops.
         let read = tokio::select! {
             biased;
@@ -473,7 +532,12 @@ where
                 return Ended::Closed;
             }
         };
-        let pending = match classify(&head, &mut frame, conn) {
+        let pending = if shared.quotas.admin.serves(head.api_key) {
+            admin(conn, &head, std::mem::take(&mut frame)).await
+        } else {
+            classify(&head, &mut frame, conn)
+        };
+        let pending = match pending {
             Ok(p) => p,
             Err(why) => {
                 warn!(%peer, "closing connection: {why}");
@@ -518,15 +582,6 @@ where
             }
         }
         if let Some(pending) = pending {
-            // At max_in_flight, no more requests are read until an answer is written.
-            let permit = tokio::select! {
-                biased;
-                () = shared.stopping() => return Ended::Stopping,
-                p = owed.acquire() => p,
-            };
-            let Ok(permit) = permit else {
-                return Ended::Closed;
-            };
             if queue.send((pending, permit)).await.is_err() {
                 // The answer side has ended: the connection is closing.
                 return Ended::Closed;
@@ -547,6 +602,7 @@ where
                     return Ended::Closed;
                 }
             };
+            drop(reservation);
             match write {
                 Ok(Ok(())) => shared.stats.request_forwarded(),
                 Ok(Err(e)) => {
@@ -571,11 +627,31 @@ where
     }
 }
 
+/// The proxy's own answer to a quota admin request (`frame`, with its size prefix). An
+/// alteration is committed to the store (an fsync) before it is answered, so the handler runs
+/// off the async workers, as kquotad runs it.
+async fn admin(conn: &Conn<'_>, head: &RequestHead, frame: Vec<u8>) -> Result<Pending, String> {
+    let shared = Arc::clone(conn.shared);
+    let principal = conn.principal();
+    let peer = conn.peer;
+    let answer = tokio::task::spawn_blocking(move || {
+        shared.quotas.admin.answer(&principal, peer, &frame[4..])
+    })
+    .await
+    .map_err(|e| format!("the quota admin handler failed: {e}"))?
+    .map_err(|reason| format!("a quota admin request: {reason}"))?;
+    conn.shared.stats.answered_locally();
+    Ok(Pending::Local {
+        api_key: head.api_key,
+        bytes: answer,
+        throttle_ms: 0,
+    })
+}
+
 /// What to do with one request: forward it (and how its answer is metered), answer it here, or
 /// (`Err`) close the connection. `frame` (with its size prefix) may be changed in place.
 fn classify(head: &RequestHead, frame: &mut Vec<u8>, conn: &Conn<'_>) -> Result<Pending, String> {
     let shared = conn.shared;
-    let quotas = &shared.quotas;
     let body = &frame[4..];
     // One acquisition of the connection's state for all three: the SASL step, the (user,
     // client-id), and for a Produce whether a producer quota applies to it.
@@ -597,19 +673,16 @@ fn classify(head: &RequestHead, frame: &mut Vec<u8>, conn: &Conn<'_>) -> Result<
     };
     let local = |bytes: Bytes, throttle_ms: u64| {
         shared.stats.answered_locally();
-        Ok(Pending::Local { bytes, throttle_ms })
+        Ok(Pending::Local {
+            api_key: head.api_key,
+            bytes,
+            throttle_ms,
+        })
     };
     let too_new = rewrite::rewritten_max(head.api_key).is_some_and(|max| head.version > max);
     if head.api_key == ApiKey::ApiVersions as i16 && too_new {
         // As Kafka answers a version it does not know: the client retries with one it lists.
         return local(rewrite::unsupported_api_versions(head.correlation_id), 0);
-    }
-    if quotas.admin.serves(head.api_key) {
-        let answer = quotas
-            .admin
-            .answer(&conn.principal(), conn.peer, body)
-            .map_err(|reason| format!("a quota admin request: {reason}"))?;
-        return local(answer, 0);
     }
     if too_new {
         // ApiVersions never offered it: a client that sends it anyway is closed, as Kafka closes
@@ -737,11 +810,16 @@ async fn forward_responses<W>(
             return;
         };
         let forwarded = match pending {
-            Pending::Local { bytes, throttle_ms } => {
+            Pending::Local {
+                api_key,
+                bytes,
+                throttle_ms,
+            } => {
                 if !write_client(&mut client, &bytes, peer, shared).await {
                     return;
                 }
                 conn.mute(throttle_ms);
+                conn.answered(api_key, false);
                 continue;
             }
             Pending::Upstream(f) => f,
@@ -779,6 +857,16 @@ async fn forward_responses<W>(
                 "closing connection: the broker sent a response frame of {size} bytes (the limit is {})",
                 config.max_response_bytes
             );
+            return;
+        };
+        // The answer's bytes come from the budget until the client has taken them: a client
+        // that does not read holds at most its answer, and all of them together the budget.
+        let reservation = tokio::select! {
+            r = shared.budget.reserve(4 + size) => r,
+            () = shared.grace_over() => return,
+        };
+        let Some(_reservation) = reservation else {
+            warn!(%peer, upstream = %addr, "closing connection: a response frame of {size} bytes is larger than the buffer memory");
             return;
         };
         let wire = match read_body(upstream, prefix, size, config.idle_timeout).await {
@@ -836,6 +924,7 @@ async fn forward_responses<W>(
             return;
         }
         conn.mute(throttle_ms);
+        conn.answered(head.api_key, true);
         if let Some(done) = done {
             let _ = done.send(());
         }

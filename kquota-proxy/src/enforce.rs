@@ -384,7 +384,9 @@ fn walk_mutation(key: ApiKey, version: i16, frame: &[u8]) -> ReadResult<()> {
             })?;
         }
         _ => {
-            r.each(c, false, "topic_names", |r| r.string(c, false, "name").map(drop))?;
+            r.each(c, false, "topic_names", |r| {
+                r.string(c, false, "name").map(drop)
+            })?;
         }
     }
     Ok(())
@@ -780,16 +782,20 @@ mod tests {
             .with_configs(vec![CreatableTopicConfig::default()
                 .with_name(StrBytes::from_static_str("retention.ms"))
                 .with_value(Some(StrBytes::from_static_str("1")))])]);
-        let grow = CreatePartitionsRequest::default().with_topics(vec![
-            CreatePartitionsTopic::default()
+        let grow =
+            CreatePartitionsRequest::default().with_topics(vec![CreatePartitionsTopic::default()
                 .with_name(topic("a"))
                 .with_count(2)
-                .with_assignments(Some(vec![CreatePartitionsAssignment::default()
-                    .with_broker_ids(vec![BrokerId(1)])])),
-        ]);
+                .with_assignments(Some(vec![
+                    CreatePartitionsAssignment::default().with_broker_ids(vec![BrokerId(1)])
+                ]))]);
         let mut out = Vec::new();
         for v in 2..=7 {
-            out.push((ApiKey::CreateTopics, v, request(ApiKey::CreateTopics, v, &create).0));
+            out.push((
+                ApiKey::CreateTopics,
+                v,
+                request(ApiKey::CreateTopics, v, &create).0,
+            ));
         }
         for v in 0..=3 {
             let r = request(ApiKey::CreatePartitions, v, &grow).0;
@@ -802,7 +808,11 @@ mod tests {
             } else {
                 DeleteTopicsRequest::default().with_topic_names(vec![topic("a")])
             };
-            out.push((ApiKey::DeleteTopics, v, request(ApiKey::DeleteTopics, v, &delete).0));
+            out.push((
+                ApiKey::DeleteTopics,
+                v,
+                request(ApiKey::DeleteTopics, v, &delete).0,
+            ));
         }
         out
     }

@@ -18,6 +18,13 @@ pub enum ProxyError {
     Zero(&'static str),
     /// A frame limit above Kafka's largest frame (2^31 - 1 bytes).
     FrameLimit,
+    /// The buffer memory cannot hold the largest frame the limits allow.
+    BufferMemory {
+        /// The buffer memory set.
+        buffer_memory: usize,
+        /// The largest request or response frame, with its size prefix.
+        largest: usize,
+    },
     /// A listener could not be bound.
     Bind(SocketAddr, io::Error),
     /// The engine's settings do not work together.
@@ -42,6 +49,14 @@ impl fmt::Display for ProxyError {
             ),
             ProxyError::Zero(name) => write!(f, "{name} must be above zero"),
             ProxyError::FrameLimit => f.write_str("a frame limit is above 2147483647 bytes"),
+            ProxyError::BufferMemory {
+                buffer_memory,
+                largest,
+            } => write!(
+                f,
+                "the buffer memory ({buffer_memory} bytes) must hold the largest request or \
+                 response frame ({largest} bytes with its size prefix)"
+            ),
             ProxyError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
             ProxyError::Engine(e) => write!(f, "the quota engine's settings: {e}"),
             ProxyError::Store(dir, e) => write!(f, "the quota store in {dir}: {e}"),

@@ -665,8 +665,14 @@ mod tests {
             ("n,,n=tokenid,r=abc,tokenauth=TRUE", None),
             ("n,,n=carol,r=abc,tokenauth=false", Some("carol")),
             // A repeated extension takes its last value, as Kafka's map of them does.
-            ("n,,n=carol,r=abc,tokenauth=true,tokenauth=false", Some("carol")),
-            ("n,,n=carol,r=abc,tokenauth=false,x=1,tokenauth=yes", Some("carol")),
+            (
+                "n,,n=carol,r=abc,tokenauth=true,tokenauth=false",
+                Some("carol"),
+            ),
+            (
+                "n,,n=carol,r=abc,tokenauth=false,x=1,tokenauth=yes",
+                Some("carol"),
+            ),
             ("n,,n=tokenid,r=abc,tokenauth=false,tokenauth=true", None),
             ("q,,n=carol,r=abc", None),
             ("n,carol,n=carol,r=abc", None),

@@ -73,10 +73,11 @@ mod tls;
 //
 // The proxy: bind it with its settings, then serve until a future resolves.
 pub use crate::server::{BrokerListeners, Proxy};
-pub use crate::shared::SHUTDOWN_GRACE;
+pub use kquota_host::SHUTDOWN_GRACE;
 // Its settings and their defaults.
 pub use crate::config::{
-    HostPort, ProxyConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BROKERS,
+    HostPort, ProxyConfig, DEFAULT_BUFFER_MEMORY, DEFAULT_CONNECTION_GRACE,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BROKERS, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_METRICS_MAX_BUCKETS,
 };

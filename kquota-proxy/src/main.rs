@@ -55,23 +55,57 @@ struct Args {
     #[arg(long, value_name = "HOST")]
     advertised_host: Option<String>,
     /// socket.request.max.bytes: the largest request frame.
-    #[arg(long, value_name = "BYTES", default_value_t = kquota_proxy::DEFAULT_MAX_REQUEST_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = kquota_proxy::DEFAULT_MAX_REQUEST_BYTES, help_heading = "Limits")]
     max_request_bytes: usize,
     /// The largest response frame from the cluster.
-    #[arg(long, value_name = "BYTES", default_value_t = kquota_proxy::DEFAULT_MAX_RESPONSE_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = kquota_proxy::DEFAULT_MAX_RESPONSE_BYTES, help_heading = "Limits")]
     max_response_bytes: usize,
     /// Unanswered requests per connection before the proxy stops reading its requests.
-    #[arg(long, value_name = "N", default_value_t = kquota_proxy::DEFAULT_MAX_IN_FLIGHT)]
+    #[arg(long, value_name = "N", default_value_t = kquota_proxy::DEFAULT_MAX_IN_FLIGHT, help_heading = "Limits")]
     max_in_flight: usize,
     /// connections.max.idle.ms.
-    #[arg(long, value_name = "MS", default_value_t = 600_000)]
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 600_000,
+        help_heading = "Limits"
+    )]
     idle_timeout_ms: u64,
     /// How long connecting to a broker may take.
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 10_000,
+        help_heading = "Limits"
+    )]
     connect_timeout_ms: u64,
     /// How many brokers the proxy listens for at most.
-    #[arg(long, value_name = "N", default_value_t = kquota_proxy::DEFAULT_MAX_BROKERS)]
+    #[arg(long, value_name = "N", default_value_t = kquota_proxy::DEFAULT_MAX_BROKERS, help_heading = "Limits")]
     max_brokers: usize,
+    /// max.connections: client connections open at once. When it is reached, the oldest
+    /// connection not yet proven (from the address with the most), else the one idle longest,
+    /// gives way to a new one. Lowered at start to what the open-files limit allows.
+    #[arg(long, value_name = "N", default_value_t = kquota_proxy::DEFAULT_MAX_CONNECTIONS, help_heading = "Limits")]
+    max_connections: usize,
+    /// max.connections.per.ip: client connections open at once from one address (default:
+    /// no limit).
+    #[arg(long, value_name = "N", help_heading = "Limits")]
+    max_connections_per_ip: Option<usize>,
+    /// kquota.connections.grace.ms: how long a new connection has to prove itself (the broker
+    /// authenticated it, or answered a request that needs no authentication) before it is
+    /// closed; until then it is the first to give way at max.connections.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 10_000,
+        help_heading = "Limits"
+    )]
+    connection_grace_ms: u64,
+    /// The bytes held at once for requests being read and answers not yet taken by their
+    /// clients, over every connection; reading waits while they are spent. At least the largest
+    /// frame (--max-request-bytes, --max-response-bytes).
+    #[arg(long, value_name = "BYTES", default_value_t = kquota_proxy::DEFAULT_BUFFER_MEMORY, help_heading = "Limits")]
+    buffer_memory_bytes: usize,
 
     /// Where quotas altered at the proxy are kept (a redb store, created if missing).
     #[arg(
@@ -267,15 +301,6 @@ fn parse_broker(s: &str) -> Result<(i32, SocketAddr), String> {
     Ok((node, addr))
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("install the SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => info!("SIGINT received"),
-        _ = term.recv() => info!("SIGTERM received"),
-    }
-}
-
 /// A setting that cannot work: its message, and the usage error's exit status.
 fn usage(message: &str) -> ExitCode {
     eprintln!("kquota-proxy: {message}");
@@ -284,15 +309,10 @@ fn usage(message: &str) -> ExitCode {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        // Colours only on a terminal: a log file stays greppable.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    // Colours only on a terminal; no peer can flood the log.
+    kquota_host::init_logging();
+    // A thousand idle sockets must not lock everyone out at a soft limit of 1,024.
+    kquota_host::raise_fd_limit();
     let mut config = ProxyConfig::new(args.listen, args.upstream);
     config.listen_base = args.listen_base;
     if let Some(base) = args.listen_base.filter(|b| b.port() != 0) {
@@ -316,6 +336,10 @@ fn main() -> ExitCode {
     config.idle_timeout = Duration::from_millis(args.idle_timeout_ms);
     config.connect_timeout = Duration::from_millis(args.connect_timeout_ms);
     config.max_brokers = args.max_brokers;
+    config.max_connections = args.max_connections;
+    config.max_connections_per_ip = args.max_connections_per_ip.unwrap_or(usize::MAX);
+    config.connection_grace = Duration::from_millis(args.connection_grace_ms);
+    config.buffer_memory = args.buffer_memory_bytes;
     config.data_dir = (!args.no_store).then_some(args.data_dir);
     if let Some(bootstrap) = args.cluster_bootstrap {
         #[cfg(feature = "cluster")]
@@ -392,7 +416,7 @@ fn main() -> ExitCode {
             }
         };
         info!(listen = %proxy.local_addr(), %upstream, "kquota-proxy serving");
-        proxy.serve(shutdown_signal()).await;
+        proxy.serve(kquota_host::signal()).await;
         ExitCode::SUCCESS
     })
 }

@@ -82,6 +82,7 @@ pub(crate) const THROTTLE_KINDS: [&str; 4] = ["produce", "fetch", "request", "mu
 pub(crate) struct Stats {
     connections_accepted: AtomicU64,
     connections_throttled: AtomicU64,
+    connections_refused: AtomicU64,
     /// Signed, so that a close counted before its open cannot wrap the gauge.
     connections_open: AtomicI64,
     protocol_errors: AtomicU64,
@@ -107,8 +108,14 @@ impl Stats {
         self.connections_throttled.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a client connection open (served: its broker connection is up); pair each with
-    /// [`Stats::connection_closed`].
+    /// Counts a new connection refused at `max.connections` (none could give way) or
+    /// `max.connections.per.ip`.
+    pub(crate) fn connection_refused(&self) {
+        self.connections_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a client connection open (served: TLS, if any, is done; its broker connection is
+    /// opened at its first request to forward); pair each with [`Stats::connection_closed`].
     pub(crate) fn connection_opened(&self) {
         self.connections_open.fetch_add(1, Ordering::Relaxed);
     }
@@ -166,6 +173,7 @@ impl Stats {
         StatsReading {
             connections_accepted: load(&self.connections_accepted),
             connections_throttled: load(&self.connections_throttled),
+            connections_refused: load(&self.connections_refused),
             connections_open: self.connections_open.load(Ordering::Relaxed).max(0),
             protocol_errors: load(&self.protocol_errors),
             bytes_from_clients: load(&self.bytes_from_clients),
@@ -183,6 +191,7 @@ impl Stats {
 struct StatsReading {
     connections_accepted: u64,
     connections_throttled: u64,
+    connections_refused: u64,
     connections_open: i64,
     protocol_errors: u64,
     bytes_from_clients: u64,
@@ -205,6 +214,11 @@ impl Collector for StatsReading {
                 "kquota_proxy_connections_throttled",
                 "New connections over their IP's connection_creation_rate, held unserved for the throttle time and closed.",
                 self.connections_throttled,
+            ),
+            (
+                "kquota_proxy_connections_refused",
+                "New connections refused at max.connections (none could give way) or max.connections.per.ip.",
+                self.connections_refused,
             ),
             (
                 "kquota_proxy_protocol_errors",
@@ -238,7 +252,7 @@ impl Collector for StatsReading {
         }
         let metric = encoder.encode_descriptor(
             "kquota_proxy_connections_open",
-            "Client connections open now (served, their broker connection up).",
+            "Client connections open now (served; the broker connection is opened at the first request to forward).",
             None,
             MetricType::Gauge,
         )?;
@@ -1199,6 +1213,8 @@ mod tests {
             stats.connection_accepted();
         }
         stats.connection_throttled();
+        stats.connection_refused();
+        stats.connection_refused();
         stats.connection_opened();
         stats.connection_opened();
         stats.connection_closed();
@@ -1217,6 +1233,7 @@ mod tests {
             ("kquota_proxy_connections_accepted_total", 3.0),
             ("kquota_proxy_connections_throttled_total", 1.0),
             ("kquota_proxy_connections_open", 1.0),
+            ("kquota_proxy_connections_refused_total", 2.0),
             ("kquota_proxy_protocol_errors_total", 1.0),
             ("kquota_proxy_bytes_from_clients_total", 100.0),
             ("kquota_proxy_bytes_to_clients_total", 4_000.0),
@@ -1252,7 +1269,7 @@ mod tests {
         ] {
             assert_eq!(value(&s, series), v, "{series}");
         }
-        assert_eq!(s.len(), 7 + 1 + 8 + 2);
+        assert_eq!(s.len(), 8 + 1 + 8 + 2);
         stats.connection_closed();
         stats.connection_closed();
         let s = samples(&render(&meter, &stats, 10));
@@ -1321,7 +1338,7 @@ mod tests {
         assert_eq!(value(&s, "kquota_proxy_buckets"), 5.0);
         assert_eq!(value(&s, "kquota_proxy_buckets_folded"), 2.0);
         // Three series of their own and one __other__, in each of the five bucket families.
-        assert_eq!(s.len(), 5 * 4 + 2 + 7 + 1 + 8);
+        assert_eq!(s.len(), 5 * 4 + 2 + 8 + 1 + 8);
 
         // Nothing of its own: one __other__ series with everything.
         let s = samples(&render(&meter, &stats, 0));

@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kquota_host::{AcceptErrors, Budget, Slots, Stop};
 use parking_lot::Mutex;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 use tracing::{info, warn};
 
 use crate::config::{HostPort, ProxyConfig};
@@ -19,33 +20,47 @@ use crate::metrics::{self, Stats};
 use crate::quotas::Quotas;
 use crate::shared::{NewListener, Shared, Target, TaskGuard, Tasks};
 
-/// Accepts connections on one listener until the proxy stops.
+/// Accepts connections on one listener until the proxy stops. Each takes a slot first: at
+/// `max.connections`, a connection not yet proven (or one idle long) gives way, and when the
+/// process is out of descriptors one is made to.
 async fn accept_loop(tcp: TcpListener, target: Target, shared: Arc<Shared>, _guard: TaskGuard) {
+    let mut errors = AcceptErrors::default();
+    let name = format!("{target:?}");
     loop {
         let accepted = tokio::select! {
             () = shared.stopping() => break,
             a = tcp.accept() => a,
         };
-        match accepted {
-            Ok((stream, peer)) => {
-                shared.stats.connection_accepted();
-                let t = shared.quotas.meter.connection(&peer.ip().to_string());
-                if t.is_throttled() {
-                    hold(stream, peer, t.ms, &shared);
-                    continue;
-                }
-                let guard = shared.guard();
-                let shared = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    connection::serve(stream, peer, target, &shared).await;
-                    drop(guard);
-                });
-            }
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
             Err(e) => {
-                warn!(?target, "accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                if errors.failed(&e, &name) {
+                    shared.slots.make_room();
+                }
+                tokio::time::sleep(AcceptErrors::backoff()).await;
+                continue;
             }
+        };
+        shared.stats.connection_accepted();
+        let slot = match shared.slots.take(peer) {
+            Ok(slot) => slot,
+            Err(why) => {
+                shared.stats.connection_refused();
+                warn!(%peer, "closing connection: {why}");
+                continue;
+            }
+        };
+        let t = shared.quotas.meter.connection(&peer.ip().to_string());
+        if t.is_throttled() {
+            hold(stream, peer, t.ms, slot, &shared);
+            continue;
         }
+        let guard = shared.guard();
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            connection::serve(stream, peer, target, &shared, &slot).await;
+            drop((slot, guard));
+        });
     }
 }
 
@@ -55,7 +70,13 @@ const MAX_HELD: usize = 1024;
 
 /// A connection over its IP's `connection_creation_rate`: as Kafka's acceptor, the proxy holds
 /// the socket for the throttle time without serving it, then closes it.
-fn hold(stream: tokio::net::TcpStream, peer: SocketAddr, ms: u64, shared: &Arc<Shared>) {
+fn hold(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    ms: u64,
+    slot: kquota_host::Slot,
+    shared: &Arc<Shared>,
+) {
     shared.stats.connection_throttled();
     tracing::debug!(%peer, throttle_ms = ms, "connection over connection_creation_rate: held, then closed");
     let Ok(permit) = Arc::clone(&shared.held).try_acquire_owned() else {
@@ -63,12 +84,36 @@ fn hold(stream: tokio::net::TcpStream, peer: SocketAddr, ms: u64, shared: &Arc<S
     };
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
+        // A held socket keeps its slot, unproven: it gives way to a new connection first.
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(ms)) => {}
             () = shared.stopping() => {}
+            _ = slot.closing() => {}
         }
-        drop((stream, permit));
+        drop((stream, permit, slot));
     });
+}
+
+/// Descriptors kept for what is not a client connection: listeners, the store, the metrics
+/// server, the cluster clients' sockets.
+const RESERVED_DESCRIPTORS: u64 = 64;
+
+/// `max.connections`, lowered to what the process's descriptor limit allows: a client connection
+/// holds two (its own and its broker's), and at the limit the slots, not the kernel, say who goes.
+fn connections_within_descriptors(max: usize) -> usize {
+    let Some(limit) = kquota_host::fd_limit() else {
+        return max;
+    };
+    let room = usize::try_from(limit.saturating_sub(RESERVED_DESCRIPTORS) / 2)
+        .unwrap_or(usize::MAX)
+        .max(1);
+    if room < max {
+        warn!(
+            "max.connections lowered from {max} to {room}: the open-files limit is {limit} and \
+             each connection holds two descriptors (raise LimitNOFILE or ulimit -n)"
+        );
+    }
+    max.min(room)
 }
 
 /// A proxy whose bootstrap listener is bound, ready to serve.
@@ -77,7 +122,7 @@ pub struct Proxy {
     metrics: Option<TcpListener>,
     listeners: mpsc::UnboundedReceiver<NewListener>,
     shared: Arc<Shared>,
-    stop: watch::Sender<bool>,
+    stop: Stop,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -105,8 +150,14 @@ impl Proxy {
             ),
             None => None,
         };
-        let (stop, stopping) = watch::channel(false);
+        let (stop, shutdown) = kquota_host::channel();
         let (new_listeners, listeners) = mpsc::unbounded_channel();
+        let slots = Slots::new(
+            connections_within_descriptors(config.max_connections),
+            config.max_connections_per_ip,
+            config.connection_grace,
+        );
+        let budget = Budget::new(Some(config.buffer_memory));
         Ok(Proxy {
             tcp,
             metrics,
@@ -117,7 +168,9 @@ impl Proxy {
                 stats: Arc::new(Stats::default()),
                 held: Arc::new(Semaphore::new(MAX_HELD)),
                 brokers: Mutex::new(HashMap::new()),
-                stopping,
+                slots,
+                budget,
+                shutdown,
                 tasks: Tasks::default(),
                 listeners: new_listeners,
             }),
@@ -190,7 +243,7 @@ impl Proxy {
         ));
         shutdown.await;
         info!("shutting down: no new connections or requests; delivering answers in flight");
-        let _ = stop.send(true);
+        stop.stop();
         loop {
             let done = shared.tasks.done.notified();
             if shared.tasks.running.load(Ordering::Acquire) == 0 {

@@ -6,20 +6,16 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
+use kquota_host::{Budget, Shutdown, Slots};
 use parking_lot::Mutex;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch, Notify, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 use tracing::info;
 
 use crate::config::{HostPort, ProxyConfig};
 use crate::metrics::Stats;
 use crate::quotas::Quotas;
-
-/// How long, once the proxy is stopping, a connection has to deliver the answers to requests
-/// already forwarded before it is closed without them.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// What a listener stands for: the cluster's bootstrap address, or one broker.
 #[derive(Clone, Copy, Debug)]
@@ -45,7 +41,11 @@ pub(crate) struct Shared {
     /// Sockets held open, unserved, for their connection throttle.
     pub(crate) held: Arc<Semaphore>,
     pub(crate) brokers: Mutex<HashMap<i32, Broker>>,
-    pub(crate) stopping: watch::Receiver<bool>,
+    /// The client connections open, against `max.connections` and `max.connections.per.ip`.
+    pub(crate) slots: Arc<Slots>,
+    /// The bytes of requests being read and of answers not yet taken by their clients.
+    pub(crate) budget: Budget,
+    pub(crate) shutdown: Shutdown,
     pub(crate) tasks: Tasks,
     /// Broker listeners just bound, for the proxy's serving task to accept on.
     pub(crate) listeners: mpsc::UnboundedSender<NewListener>,
@@ -81,15 +81,13 @@ impl Shared {
 
     /// Resolves once the proxy is stopping.
     pub(crate) async fn stopping(&self) {
-        let mut rx = self.stopping.clone();
-        let _ = rx.wait_for(|s| *s).await;
+        self.shutdown.clone().stopping().await;
     }
 
-    /// Resolves [`SHUTDOWN_GRACE`] after the proxy started stopping: a peer that takes no bytes
-    /// must not hold the stop up.
+    /// Resolves [`kquota_host::SHUTDOWN_GRACE`] after the proxy started stopping: a peer that
+    /// takes no bytes must not hold the stop up.
     pub(crate) async fn grace_over(&self) {
-        self.stopping().await;
-        tokio::time::sleep(SHUTDOWN_GRACE).await;
+        self.shutdown.clone().grace_over().await;
     }
 
     /// Where a connection to a listener for `target` is forwarded.

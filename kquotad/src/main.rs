@@ -10,7 +10,6 @@ use kquota_wire::{Credentials, ScramCredential, ScramMechanism};
 use kquotad::{parse_properties, Server, ServerConfig, StartError, KNOWN_PROPERTIES};
 use tracing::{info, warn};
 
-
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

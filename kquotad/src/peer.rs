@@ -12,9 +12,9 @@ use tracing::{debug, warn};
 
 use kquota_wire::{AuthContext, Handler, Outcome, Reply, Session};
 
-use kquota_host::{Budget, Shutdown, Slot};
 use crate::connection::Connection;
 use crate::settings::{ListenerConfig, ServerConfig};
+use kquota_host::{Budget, Shutdown, Slot};
 
 /// What a connection needs from the listener that accepted it.
 pub(crate) struct Endpoint {

@@ -17,12 +17,12 @@ use kquota_wire::{
     Authorizer, Credentials, Handler, SaslConfig, SaslMechanism, SecurityProtocol, ServerInfo,
 };
 
-use kquota_host::{Budget, Slots};
 use crate::error::{ConfigError, StartError};
 use crate::listener::{accept_loop, Listener};
 use crate::peer::Endpoint;
 use crate::settings::{ListenerConfig, ServerConfig};
 use crate::tls;
+use kquota_host::{Budget, Slots};
 
 /// A server that is bound and ready to serve.
 pub struct Server {

@@ -16,8 +16,8 @@ use kquota_wire::{
     parse_super_users, Principal, SaslMechanism, ScramMechanism, DEFAULT_MAX_REQUEST_BYTES,
 };
 
-use kquota_host::DEFAULT_QUEUED_MAX_REQUEST_BYTES;
 use crate::error::{ConfigError, Problem};
+use kquota_host::DEFAULT_QUEUED_MAX_REQUEST_BYTES;
 
 pub use listeners::{AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap};
 pub use properties::{parse_properties, KNOWN_PROPERTIES};
