@@ -5,5 +5,6 @@
 mod client;
 mod enforce;
 mod fake;
+mod hostile;
 mod proxy;
 mod tls;
