@@ -337,7 +337,10 @@ async fn one_peers_bad_frames_cost_a_few_log_lines_a_second() {
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let lines = proxy.lines();
     let written = lines.len() - before;
-    eprintln!("{sent} bad frames in {seconds:.1} s wrote {written} log lines");
+    eprintln!(
+        "{sent} bad frames in {seconds:.1} s wrote {written} log lines:\n{}",
+        lines[before..].join("\n")
+    );
     assert!(sent > 200, "only {sent} bad frames were sent");
     // kquota_host::LINES_PER_PEER lines and one summary per second, and one more second for
     // the summary of the last.
