@@ -91,39 +91,3 @@ pub fn exit_status(result: Result<(), Failure>) -> ExitCode {
         }
     }
 }
-
-/// Help and version go to stdout with status 0; anything else clap refuses becomes one line and
-/// status 2, with clap's tip (if any) on the same line.
-pub fn clap_failure(e: clap::Error) -> ExitCode {
-    if matches!(
-        e.kind(),
-        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
-    ) {
-        return exit_status(write_out(&e.render().to_string(), ""));
-    }
-    eprintln!("{}", one_line(&e.render().to_string()));
-    ExitCode::from(2)
-}
-
-/// Folds clap's multi-line rendering into one line.
-fn one_line(rendered: &str) -> String {
-    let mut lines = rendered.lines();
-    let mut out = lines
-        .next()
-        .unwrap_or("error: invalid arguments")
-        .to_owned();
-    // A usage block may go on over indented lines (one per form of the command).
-    let mut in_usage = false;
-    for raw in lines {
-        let line = raw.trim();
-        in_usage =
-            line.starts_with("Usage:") || (in_usage && raw.starts_with(' ') && !line.is_empty());
-        if in_usage || line.is_empty() || line.starts_with("For more information") {
-            continue;
-        }
-        out.push_str("; ");
-        out.push_str(line.strip_prefix("tip: ").unwrap_or(line));
-    }
-    out.push_str(" (see --help)");
-    out
-}

@@ -10,20 +10,36 @@
 //! | log lines one peer can cause | [`PeerThrottle`] | — |
 //! | the process's descriptor limit, and accept errors when it is reached | [`raise_fd_limit`], [`AcceptErrors`] | — |
 //! | the stop: SIGINT or SIGTERM, then a grace for answers in flight | [`Shutdown`], [`signal`], [`SHUTDOWN_GRACE`] | — |
+//! | how a command ends: exit status 2 for a usage error, clap's refusals on one line | [`exit`] | — |
 //!
 //! It is a crate of its own, not `kquotad`'s library, so that the proxy does not build the
 //! reference server's handler and settings to get them, and so that neither server's code can
 //! reach into the other's.
 
+//!
+//! The exit conventions ([`exit`]) need none of that, and are all a build without the default
+//! `server` feature has: the command-line tools use them too.
+
 // One concern each.
+#[cfg(feature = "server")]
 mod accept;
+#[cfg(feature = "server")]
 mod budget;
+pub mod exit;
+#[cfg(feature = "server")]
 mod log;
+#[cfg(feature = "server")]
 mod shutdown;
+#[cfg(feature = "server")]
 mod slots;
 
+#[cfg(feature = "server")]
 pub use crate::accept::{fd_limit, raise_fd_limit, AcceptErrors};
+#[cfg(feature = "server")]
 pub use crate::budget::{Budget, Reservation, DEFAULT_QUEUED_MAX_REQUEST_BYTES};
+#[cfg(feature = "server")]
 pub use crate::log::{colour, init_logging, PeerThrottle, INTERVAL, LINES_PER_PEER};
+#[cfg(feature = "server")]
 pub use crate::shutdown::{channel, signal, Shutdown, Stop, SHUTDOWN_GRACE};
+#[cfg(feature = "server")]
 pub use crate::slots::{Closing, Full, Slot, Slots};

@@ -282,7 +282,7 @@ fn settings(args: &Args) -> Result<ServerConfig, String> {
 fn main() -> ExitCode {
     let args = match Args::try_parse() {
         Ok(args) => args,
-        Err(e) => return kquota_cli::clap_failure(e),
+        Err(e) => return kquota_host::exit::clap_failure(e),
     };
     if let Some(Command::ScramCredential {
         user,
