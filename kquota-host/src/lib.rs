@@ -7,9 +7,11 @@
 //! | --- | --- | --- |
 //! | connections open, over all listeners and from one address, with the unauthenticated and the idle giving way | [`Slots`] | `max.connections`, `max.connections.per.ip` |
 //! | bytes held at once for requests read and answers not yet taken | [`Budget`] | `queued.max.request.bytes` |
+//! | a frame's bytes: a buffer that grows as they arrive, a large one's rest mapped | [`read_frame`] | — |
 //! | log lines one peer can cause | [`PeerThrottle`] | — |
 //! | the process's descriptor limit, and accept errors when it is reached | [`raise_fd_limit`], [`AcceptErrors`] | — |
 //! | the stop: SIGINT or SIGTERM, then a grace for answers in flight | [`Shutdown`], [`signal`], [`SHUTDOWN_GRACE`] | — |
+//! | the engine, with its configuration from the store, the configuration log or memory | [`open_engine`] | — |
 //! | how a command ends: exit status 2 for a usage error, clap's refusals on one line | [`exit`] | — |
 //!
 //! It is a crate of its own, not `kquotad`'s library, so that the proxy does not build the
@@ -27,7 +29,11 @@ mod accept;
 mod budget;
 pub mod exit;
 #[cfg(feature = "server")]
+mod frame;
+#[cfg(feature = "server")]
 mod log;
+#[cfg(feature = "server")]
+mod open;
 #[cfg(feature = "server")]
 mod shutdown;
 #[cfg(feature = "server")]
@@ -38,7 +44,11 @@ pub use crate::accept::{fd_limit, raise_fd_limit, AcceptErrors};
 #[cfg(feature = "server")]
 pub use crate::budget::{Budget, Reservation, DEFAULT_QUEUED_MAX_REQUEST_BYTES};
 #[cfg(feature = "server")]
+pub use crate::frame::{read_frame, Frame, FIRST_CHUNK};
+#[cfg(feature = "server")]
 pub use crate::log::{colour, init_logging, PeerThrottle, INTERVAL, LINES_PER_PEER};
+#[cfg(feature = "server")]
+pub use crate::open::{open_engine, ConfigSource, EngineSettings, OpenError, Opened};
 #[cfg(feature = "server")]
 pub use crate::shutdown::{channel, signal, Shutdown, Stop, SHUTDOWN_GRACE};
 #[cfg(feature = "server")]

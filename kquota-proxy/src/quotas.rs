@@ -6,10 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kquota::meter::{Meter, SystemClock};
-use kquota::{Engine, Persistence};
 #[cfg(feature = "cluster")]
-use kquota_cluster::{ClusterError, ConfigLog, Membership, UsageShare};
-use kquota_store::Store;
+use kquota_cluster::{ClusterError, Membership, UsageShare};
+use kquota_host::{open_engine, ConfigSource, EngineSettings, OpenError, Opened};
 use parking_lot::Mutex;
 
 use crate::admin::Admin;
@@ -42,46 +41,34 @@ impl Quotas {
     /// log when [`ProxyConfig::cluster`] is set (then also joining the membership and sharing
     /// `bps` usage), else from the durable store; and the meter over it.
     pub(crate) async fn open(config: &ProxyConfig) -> Result<Quotas, ProxyError> {
-        let mut builder = Engine::builder()
-            .policy(config.policy)
-            .broker_count(config.instance_count.get());
-        if let Some(c) = config.producer_capacity {
-            builder = builder.producer_capacity(c);
-        }
-        if let Some(c) = config.consumer_capacity {
-            builder = builder.consumer_capacity(c);
-        }
-        let engine = Arc::new(
-            builder
-                .build()
-                .map_err(|e| ProxyError::Engine(e.to_string()))?,
-        );
+        let settings = EngineSettings {
+            policy: config.policy,
+            broker_count: config.instance_count,
+            producer_capacity: config.producer_capacity,
+            consumer_capacity: config.consumer_capacity,
+        };
         #[cfg(feature = "cluster")]
-        let cluster_error = |e: ClusterError| ProxyError::Cluster(e.to_string());
-        #[cfg(feature = "cluster")]
-        let log = match &config.cluster {
-            Some(cluster) => Some(Arc::new(
-                ConfigLog::open(cluster.clone(), Arc::clone(&engine))
-                    .await
-                    .map_err(cluster_error)?,
-            ) as Arc<dyn Persistence>),
-            None => None,
+        let source = match (&config.cluster, &config.data_dir) {
+            (Some(cluster), _) => ConfigSource::Log(cluster),
+            (None, Some(dir)) => ConfigSource::Store(dir),
+            (None, None) => ConfigSource::Memory,
         };
         #[cfg(not(feature = "cluster"))]
-        let log: Option<Arc<dyn Persistence>> = None;
-        let store: Option<Arc<dyn Persistence>> = match (log, &config.data_dir) {
-            (Some(log), _) => Some(log),
-            (None, Some(dir)) => {
-                let store = Store::open(dir)
-                    .map_err(|e| ProxyError::Store(dir.display().to_string(), e.to_string()))?;
-                let loaded = store
-                    .load_into(&engine)
-                    .map_err(|e| ProxyError::Store(dir.display().to_string(), e.to_string()))?;
-                tracing::info!(dir = %dir.display(), entities = loaded, "quota store opened");
-                Some(Arc::new(store))
-            }
-            (None, None) => None,
+        let source = match &config.data_dir {
+            Some(dir) => ConfigSource::Store(dir),
+            None => ConfigSource::Memory,
         };
+        let Opened {
+            engine,
+            persistence: store,
+            ..
+        } = open_engine(&settings, source).await.map_err(|e| match e {
+            OpenError::Engine(e) => ProxyError::Engine(e.to_string()),
+            OpenError::Store(dir, e) => ProxyError::Store(dir.display().to_string(), e.to_string()),
+            other => ProxyError::Cluster(other.to_string()),
+        })?;
+        #[cfg(feature = "cluster")]
+        let cluster_error = |e: ClusterError| ProxyError::Cluster(e.to_string());
         let meter = Meter::with_clock(
             Arc::clone(&engine),
             Arc::new(SystemClock::new()),

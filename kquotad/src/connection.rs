@@ -5,26 +5,21 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use memmap2::MmapMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::{debug, warn};
 
 use kquota_wire::{request_size, ResponseStream};
 
-use kquota_host::{Budget, Reservation, Shutdown};
+use kquota_host::{read_frame, Budget, Reservation, Shutdown};
 
 /// How long closing a connection may wait to send what is still buffered (a TLS close_notify).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A frame's buffer starts this large (or at its size, if smaller) and doubles as its bytes
-/// arrive: memory follows what was sent, not what was announced.
-const FIRST_CHUNK: usize = 64 * 1024;
-
 /// Once this much of a frame has arrived, the rest is read into an anonymous map of the frame's
-/// whole size (which the budget has reserved): its pages cost memory only as the peer's bytes
-/// fill them, and the map goes back to the system the moment the frame is dropped. (Heap memory
-/// freed by mimalloc stays with the process until the allocator is next used, which an idle
-/// server may not do for a long time.)
+/// whole size (which the budget has reserved; see [`read_frame`]): its pages cost memory only as
+/// the peer's bytes fill them, and the map goes back to the system the moment the frame is
+/// dropped. (Heap memory freed by mimalloc stays with the process until the allocator is next
+/// used, which an idle server may not do for a long time.)
 const MAP_AFTER: usize = 256 * 1024;
 /// A streamed answer is made and written this many bytes at a time.
 const STREAM_CHUNK: usize = 64 * 1024;
@@ -119,43 +114,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             () = shutdown.stopping() => return None,
             r = self.budget.reserve(size) => r?,
         };
-        let mut heap: Vec<u8> = Vec::with_capacity(size.min(FIRST_CHUNK));
-        let mut mapped: Option<(MmapMut, usize)> = None;
-        let stream = &mut self.stream;
-        let body = async {
-            loop {
-                if let Some((map, filled)) = &mut mapped {
-                    if *filled == size {
-                        return Ok::<(), std::io::Error>(());
-                    }
-                    let n = stream.read(&mut map[*filled..size]).await?;
-                    if n == 0 {
-                        return Err(std::io::ErrorKind::UnexpectedEof.into());
-                    }
-                    *filled += n;
-                    continue;
-                }
-                if heap.len() == size {
-                    return Ok(());
-                }
-                if heap.len() == heap.capacity() {
-                    if heap.capacity() >= MAP_AFTER {
-                        let mut map = MmapMut::map_anon(size)?;
-                        map[..heap.len()].copy_from_slice(&heap);
-                        mapped = Some((map, heap.len()));
-                        heap = Vec::new();
-                        continue;
-                    }
-                    let target = heap.capacity().saturating_mul(2).clamp(FIRST_CHUNK, size);
-                    heap.reserve_exact(target - heap.len());
-                }
-                let room = heap.capacity().min(size) - heap.len();
-                let n = (&mut *stream).take(room as u64).read_buf(&mut heap).await?;
-                if n == 0 {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-            }
-        };
+        let body = read_frame(&mut self.stream, &[], size, Some(MAP_AFTER));
         // The size is bounded above; a peer that stalls mid-frame is an idle peer. Nothing of a
         // request that has not fully arrived is applied, so stopping may drop it.
         // A request that has fully arrived is read (and answered) before stopping is checked.
@@ -167,8 +126,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 return None;
             }
         };
-        match read {
-            Ok(Ok(())) => {}
+        let frame = match read {
+            Ok(Ok(frame)) => frame,
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::OutOfMemory => {
                 // No memory to map the frame into: the server's, not the peer's, trouble.
                 warn!(%peer, "closing connection: cannot map a frame of {size} bytes: {e}");
@@ -182,12 +141,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 debug!(%peer, "closing connection: truncated frame");
                 return None;
             }
-        }
+        };
         self.reserved = Some(reservation);
-        Some(match mapped {
-            Some((map, _)) => Bytes::from_owner(map),
-            None => Bytes::from(heap),
-        })
+        Some(frame.into_bytes())
     }
 
     /// Writes one answer. Returns false if it failed, or if the peer did not take it within

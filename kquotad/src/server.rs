@@ -9,10 +9,9 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use kquota::{Engine, Persistence};
 #[cfg(feature = "cluster")]
-use kquota_cluster::{ClusterConfig, ConfigLog};
-use kquota_store::Store;
+use kquota_cluster::ClusterConfig;
+use kquota_host::{open_engine, ConfigSource, EngineSettings, OpenError, Opened};
 use kquota_wire::{
     Authorizer, Credentials, Handler, SaslConfig, SaslMechanism, SecurityProtocol, ServerInfo,
 };
@@ -40,13 +39,9 @@ type Members = kquota_cluster::Membership;
 #[cfg(not(feature = "cluster"))]
 type Members = std::convert::Infallible;
 
-/// The configuration from the cluster's configuration log, and this instance's membership.
+/// The cluster settings of an instance joining the configuration log at `bootstrap`.
 #[cfg(feature = "cluster")]
-async fn join_cluster(
-    config: &ServerConfig,
-    bootstrap: &str,
-    engine: &Arc<Engine>,
-) -> Result<(Arc<dyn Persistence>, Option<Members>), StartError> {
+fn cluster_config(config: &ServerConfig, bootstrap: &str) -> ClusterConfig {
     let id = config
         .cluster_instance_id
         .clone()
@@ -56,25 +51,51 @@ async fn join_cluster(
     cluster.replication_factor = config.cluster_replication_factor;
     cluster.alter_timeout = config.cluster_alter_timeout;
     cluster.client_properties = config.cluster_client.clone();
-    let log = ConfigLog::open(cluster.clone(), Arc::clone(engine))
-        .await
-        .map_err(StartError::Cluster)?;
-    let members = Members::start(&cluster, Arc::clone(engine)).map_err(StartError::Cluster)?;
-    Ok((Arc::new(log), Some(members)))
+    cluster
 }
 
-/// Settings refuse `kquota.cluster.bootstrap.servers` in a build without the `cluster` feature.
-#[cfg(not(feature = "cluster"))]
-async fn join_cluster(
-    _: &ServerConfig,
-    bootstrap: &str,
-    _: &Arc<Engine>,
-) -> Result<(Arc<dyn Persistence>, Option<Members>), StartError> {
-    Err(StartError::Config(ConfigError::value(
-        "kquota.cluster.bootstrap.servers",
-        bootstrap,
-        crate::error::Problem::NotBuilt("cluster"),
-    )))
+/// The engine with its configuration (the cluster's configuration log, or the store in the data
+/// dir), and with a cluster this instance's membership.
+async fn open(config: &ServerConfig) -> Result<(Opened, Option<Members>), StartError> {
+    let settings = EngineSettings {
+        policy: config.policy,
+        broker_count: config.broker_count,
+        producer_capacity: config.producer_capacity,
+        consumer_capacity: config.consumer_capacity,
+    };
+    let opened = |e: OpenError| match e {
+        OpenError::Engine(e) => StartError::Config(ConfigError::Engine(e.into())),
+        OpenError::Store(_, e) => StartError::Store(e),
+        #[cfg(feature = "cluster")]
+        OpenError::Cluster(e) => StartError::Cluster(e),
+        // OpenError is non-exhaustive.
+        e => StartError::Config(ConfigError::Engine(e.into())),
+    };
+    match &config.cluster_bootstrap {
+        None => {
+            let engine = open_engine(&settings, ConfigSource::Store(&config.data_dir))
+                .await
+                .map_err(opened)?;
+            Ok((engine, None))
+        }
+        #[cfg(feature = "cluster")]
+        Some(bootstrap) => {
+            let cluster = cluster_config(config, bootstrap);
+            let engine = open_engine(&settings, ConfigSource::Log(&cluster))
+                .await
+                .map_err(opened)?;
+            let members = Members::start(&cluster, Arc::clone(&engine.engine))
+                .map_err(StartError::Cluster)?;
+            Ok((engine, Some(members)))
+        }
+        // Settings refuse `kquota.cluster.bootstrap.servers` in a build without the feature.
+        #[cfg(not(feature = "cluster"))]
+        Some(bootstrap) => Err(StartError::Config(ConfigError::value(
+            "kquota.cluster.bootstrap.servers",
+            bootstrap,
+            crate::error::Problem::NotBuilt("cluster"),
+        ))),
+    }
 }
 
 impl fmt::Debug for Server {
@@ -130,29 +151,13 @@ impl Server {
             None
         };
         let sasl = sasl_config(&config, &listeners)?;
-        let mut builder = Engine::builder()
-            .policy(config.policy)
-            .broker_count(config.broker_count.get());
-        if let Some(c) = config.producer_capacity {
-            builder = builder.producer_capacity(c);
-        }
-        if let Some(c) = config.consumer_capacity {
-            builder = builder.consumer_capacity(c);
-        }
-        let engine = Arc::new(builder.build().map_err(|e| ConfigError::Engine(e.into()))?);
-        // The configuration: the cluster's configuration log, or the store in the data dir.
-        let (store, loaded, members): (Arc<dyn Persistence>, usize, Option<Members>) =
-            match &config.cluster_bootstrap {
-                Some(bootstrap) => {
-                    let (log, members) = join_cluster(&config, bootstrap, &engine).await?;
-                    (log, engine.entity_count(), members)
-                }
-                None => {
-                    let store = Store::open(&config.data_dir).map_err(StartError::Store)?;
-                    let loaded = store.load_into(&engine).map_err(StartError::Store)?;
-                    (Arc::new(store), loaded, None)
-                }
-            };
+        let (opened, members) = open(&config).await?;
+        let Opened {
+            engine,
+            persistence,
+            loaded,
+        } = opened;
+        let store = persistence.expect("a store or a configuration log");
         let authorizer = Authorizer::new(config.super_users.iter().cloned())
             .allow_anonymous_describe(config.describe_allow_anonymous);
         let mut base = Handler::new(

@@ -108,6 +108,12 @@ impl Meter {
         &self.inner.engine
     }
 
+    /// The clock the meter reads: a host that times its own decisions (how long a throttled
+    /// connection stays muted) reads the same one, so that tests can drive both.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
     /// Records a new connection from `ip` against `connection_creation_rate` and returns the
     /// throttle. A throttled connection is not accepted (Kafka holds the socket for the throttle
     /// time, then closes it), so, as Kafka does, it is taken back out of the rate.
