@@ -103,6 +103,25 @@ impl Quotas {
     }
 }
 
+#[cfg(test)]
+impl Quotas {
+    /// Quotas over `engine` metered on `clock` with `config`, kept in memory, with `super_users`
+    /// allowed to alter: for the decisions' tests.
+    pub(crate) fn for_tests(
+        engine: Arc<kquota::Engine>,
+        clock: Arc<dyn kquota::meter::Clock>,
+        config: kquota::meter::MeterConfig,
+        super_users: Vec<kquota_wire::Principal>,
+    ) -> Quotas {
+        Quotas {
+            meter: Meter::with_clock(Arc::clone(&engine), clock, config),
+            admin: Admin::new(engine, None, super_users, false, false),
+            topics: Topics::default(),
+            _cluster: None,
+        }
+    }
+}
+
 /// Partition counts by topic name and id, from the Metadata answers the proxy forwards.
 #[derive(Default)]
 pub(crate) struct Topics {
