@@ -1272,3 +1272,74 @@ async fn a_produce_pipelined_behind_the_last_sasl_step_is_metered_as_the_user_it
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_produce_pipelined_behind_a_re_authentication_is_metered_as_the_new_user() {
+    bounded(async {
+        let running = start(|c| c.meter = windows(2, 500)).await;
+        // alice is not limited; bob is held to 1,000 bytes/s.
+        set(
+            &running.engine,
+            Alteration::new(&Entity::User(named("bob"))).set("producer_byte_rate", 1_000.0),
+        );
+        let produce_frame = request(ApiKey::Produce, 9, 3, "app", &produce(1_200));
+        let bob_throttle = first_throttle(produce_frame.len(), 1_000.0, 2, 500);
+        let mut c = Client::connect_as(running.addr, "app").await;
+        let [shake, auth] = plain_exchange("alice", "app");
+        pipeline(&mut c, &[&shake, &auth]).await;
+        for _ in 0..2 {
+            c.recv().await.expect("alice's exchange answered");
+        }
+        // KIP-368: the client authenticates again, as bob, with a Produce right behind it.
+        let [shake, auth] = plain_exchange("bob", "app");
+        pipeline(&mut c, &[&shake, &auth, &produce_frame]).await;
+        for _ in 0..2 {
+            c.recv().await.expect("bob's exchange answered");
+        }
+        let (id, r): (i32, ProduceResponse) = c.recv_as(ApiKey::Produce, 9).await;
+        assert_eq!(id, 3);
+        assert_eq!(
+            r.throttle_time_ms, bob_throttle,
+            "the Produce behind the re-authentication is bob's"
+        );
+        running.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_produce_pipelined_between_the_handshake_and_its_step_is_not_the_users() {
+    bounded(async {
+        let running = start(|c| c.meter = windows(2, 500)).await;
+        set(
+            &running.engine,
+            Alteration::new(&Entity::User(named("alice"))).set("producer_byte_rate", 1_000.0),
+        );
+        // Before the step that authenticates, the connection is ANONYMOUS's, as the broker has
+        // it (a real broker closes a connection that sends a Produce mid-exchange; this fake
+        // answers it): the Produce is ANONYMOUS's, and alice's bucket is untouched.
+        let produce_frame = request(ApiKey::Produce, 9, 3, "app", &produce(1_200));
+        let [shake, auth] = plain_exchange("alice", "app");
+        let mut c = Client::connect_as(running.addr, "app").await;
+        pipeline(&mut c, &[&shake, &produce_frame, &auth]).await;
+        c.recv().await.expect("the handshake answered");
+        let (_, r): (i32, ProduceResponse) = c.recv_as(ApiKey::Produce, 9).await;
+        assert_eq!(
+            r.throttle_time_ms, 1,
+            "only the broker's own throttle (node 1)"
+        );
+        let (_, r): (i32, kafka_protocol::messages::SaslAuthenticateResponse) =
+            c.recv_as(ApiKey::SaslAuthenticate, 2).await;
+        assert_eq!(r.error_code, 0);
+        // Now alice's: her first Produce meets a fresh bucket.
+        let frame = request(ApiKey::Produce, 9, 4, "app", &produce(1_200));
+        c.send_frame(&frame).await;
+        let (_, r): (i32, ProduceResponse) = c.recv_as(ApiKey::Produce, 9).await;
+        assert_eq!(
+            r.throttle_time_ms,
+            first_throttle(frame.len(), 1_000.0, 2, 500)
+        );
+        running.stop().await;
+    })
+    .await;
+}
