@@ -1,14 +1,13 @@
 //! [`ProxyConfig`]: where the proxy listens, the cluster it stands in front of, and the limits on
-//! what one peer may cost.
+//! what one peer may cost. Its settings by key (`ProxyConfig::set`) are in `settings.rs`.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::SocketAddr;
-use std::str::FromStr;
-use std::time::Duration;
-
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use kquota::meter::MeterConfig;
 use kquota::SubQuotaPolicy;
@@ -17,7 +16,13 @@ use kquota_cluster::ClusterConfig;
 use kquota_wire::Principal;
 
 use crate::error::ProxyError;
+use crate::settings::Deferred;
 use crate::tls::{ClientTls, UpstreamTls};
+
+/// The bootstrap listener of [`ProxyConfig::default`] (`kquota.proxy.listen`): 127.0.0.1:9092.
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9092));
+/// The quota store's directory in [`ProxyConfig::default`] (`kquota.data.dir`).
+pub const DEFAULT_DATA_DIR: &str = "kquota-proxy-data";
 
 /// Kafka's `socket.request.max.bytes` default: the largest request frame, 100 MiB.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 * 1024 * 1024;
@@ -86,34 +91,41 @@ impl FromStr for HostPort {
 }
 
 /// Everything the proxy is configured with. [`ProxyConfig::new`] gives Kafka's defaults for the
-/// limits; set the fields to change them.
+/// limits; set the fields to change them. Or start from [`ProxyConfig::default`] and give each
+/// setting by its key, as a properties file names it ([`ProxyConfig::set`], then
+/// [`ProxyConfig::finish`]); each field's doc names its key.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ProxyConfig {
-    /// The bootstrap listener: each connection to it is forwarded to [`ProxyConfig::upstream`].
+    /// `kquota.proxy.listen`: the bootstrap listener; each connection to it is forwarded to
+    /// [`ProxyConfig::upstream`].
     pub listen: SocketAddr,
-    /// The cluster's bootstrap address.
+    /// `kquota.proxy.upstream`: the cluster's bootstrap address.
     pub upstream: HostPort,
-    /// Broker node N listens on this address's IP at its port plus N (port 0: a port the system
-    /// chooses for each broker).
+    /// `kquota.proxy.listen.base`: broker node N listens on this address's IP at its port plus N
+    /// (port 0: a port the system chooses for each broker).
     pub listen_base: Option<SocketAddr>,
-    /// Explicit listeners by node id, before [`ProxyConfig::listen_base`].
+    /// `kquota.proxy.broker.map`: explicit listeners by node id, before
+    /// [`ProxyConfig::listen_base`].
     pub broker_map: BTreeMap<i32, SocketAddr>,
-    /// The host the rewritten responses name (by default, each broker listener's bound IP).
+    /// `kquota.proxy.advertised.host`: the host the rewritten responses name (by default, each
+    /// broker listener's bound IP).
     pub advertised_host: Option<String>,
     /// `socket.request.max.bytes`: a larger request frame closes its connection.
     pub max_request_bytes: usize,
-    /// A larger response frame from the cluster closes its connection.
+    /// `kquota.proxy.max.response.bytes`: a larger response frame from the cluster closes its
+    /// connection.
     pub max_response_bytes: usize,
-    /// Requests a connection may have outstanding; the proxy reads no more of its requests
-    /// until one is answered.
+    /// `kquota.proxy.max.in.flight.requests`: requests a connection may have outstanding; the
+    /// proxy reads no more of its requests until one is answered.
     pub max_in_flight: usize,
     /// `connections.max.idle.ms`: the longest a connection may wait for a peer that neither
     /// sends nor takes bytes while nothing is outstanding (or that stalls within a frame).
     pub idle_timeout: Duration,
-    /// How long connecting to a broker may take.
+    /// `kquota.proxy.connect.timeout.ms`: how long connecting to a broker may take.
     pub connect_timeout: Duration,
-    /// How many brokers the proxy will listen for; a response naming more closes its connection.
+    /// `kquota.proxy.max.brokers`: how many brokers the proxy will listen for; a response naming
+    /// more closes its connection.
     pub max_brokers: usize,
     /// `max.connections`: client connections open at once over every listener. When it is
     /// reached, the oldest connection not yet proven (from the address with the most of them), or
@@ -124,42 +136,53 @@ pub struct ProxyConfig {
     /// `kquota.connections.grace.ms`: how long a connection has to prove itself before it is
     /// closed (and may be made to give way before that).
     pub connection_grace: Duration,
-    /// The bytes held at once, over every connection, for requests being read and answers read
-    /// from the broker and not yet taken by their client; reading waits while they are spent.
+    /// `kquota.proxy.buffer.memory.bytes`: the bytes held at once, over every connection, for
+    /// requests being read and answers read from the broker and not yet taken by their client;
+    /// reading waits while they are spent.
     pub buffer_memory: usize,
-    /// Where the quotas altered at the proxy are kept (a redb store); `None` keeps them in
-    /// memory only, lost when the proxy stops. Not used with [`ProxyConfig::cluster`].
+    /// `kquota.data.dir` (and `kquota.proxy.store.enable`): where the quotas altered at the proxy
+    /// are kept (a redb store); `None` keeps them in memory only, lost when the proxy stops. Not
+    /// used with [`ProxyConfig::cluster`].
     pub data_dir: Option<PathBuf>,
-    /// Share the configuration, the membership and `bps` usage with other instances through
-    /// Kafka: the configuration log then takes the durable store's place.
+    /// `kquota.cluster.*`: share the configuration, the membership and `bps` usage with other
+    /// instances through Kafka: the configuration log then takes the durable store's place.
     #[cfg(feature = "cluster")]
     pub cluster: Option<ClusterConfig>,
     /// Kafka's `super.users`: the principals that may alter quotas at the proxy.
     pub super_users: Vec<Principal>,
-    /// Let ANONYMOUS describe quotas (authenticated principals always may).
+    /// `kquota.describe.allow.anonymous`: let ANONYMOUS describe quotas (authenticated principals
+    /// always may).
     pub describe_allow_anonymous: bool,
-    /// Serve the seeds' draft AlterQuotas on API key 50 (which hides the cluster's
-    /// DescribeUserScramCredentials from clients of the proxy).
+    /// `kquota.draft.alter.quotas.enable`: serve the seeds' draft AlterQuotas on API key 50
+    /// (which hides the cluster's DescribeUserScramCredentials from clients of the proxy).
     pub draft_alter_quotas: bool,
-    /// The engine's sub-quota policy.
+    /// `kquota.sub.quota.policy`: the engine's sub-quota policy.
     pub policy: SubQuotaPolicy,
-    /// How many instances share the `:bps` quotas (the seeds' `kquota.broker.count`): each
-    /// enforces its part, the cluster-wide limit divided by this.
+    /// `kquota.broker.count`: how many instances share the `:bps` quotas: each enforces its part,
+    /// the cluster-wide limit divided by this.
     pub instance_count: std::num::NonZeroU32,
-    /// The capacity `producer_byte_rate:shares` divides, in bytes/s.
+    /// `kquota.producer.capacity.bytes.per.sec`: the capacity `producer_byte_rate:shares`
+    /// divides, in bytes/s.
     pub producer_capacity: Option<f64>,
-    /// The capacity `consumer_byte_rate:shares` divides, in bytes/s.
+    /// `kquota.consumer.capacity.bytes.per.sec`: the capacity `consumer_byte_rate:shares`
+    /// divides, in bytes/s.
     pub consumer_capacity: Option<f64>,
     /// The quota windows: Kafka's `quota.window.num` and `quota.window.size.seconds`.
     pub meter: MeterConfig,
-    /// TLS on every listener (the client certificate's principal is the connection's).
+    /// TLS on every listener (the client certificate's principal is the connection's): the
+    /// `ssl.*` and `kquota.proxy.ssl.*` settings.
     pub client_tls: Option<Arc<ClientTls>>,
-    /// TLS towards the cluster.
+    /// TLS towards the cluster: the `kquota.proxy.upstream.ssl.*` settings.
     pub upstream_tls: Option<Arc<UpstreamTls>>,
-    /// Where the Prometheus metrics are served (`GET /metrics`); `None`: not served.
+    /// `kquota.proxy.metrics.listen`: where the Prometheus metrics are served (`GET /metrics`);
+    /// `None`: not served.
     pub metrics_listen: Option<SocketAddr>,
-    /// How many buckets get series of their own in the metrics; the rest are summed.
+    /// `kquota.proxy.metrics.max.buckets`: how many buckets get series of their own in the
+    /// metrics; the rest are summed.
     pub metrics_max_buckets: usize,
+    /// What [`ProxyConfig::set`] was given that [`ProxyConfig::finish`] builds (the TLS files,
+    /// the cluster's settings), and the settings two keys share.
+    pub(crate) deferred: Deferred,
 }
 
 impl ProxyConfig {
@@ -197,11 +220,36 @@ impl ProxyConfig {
             upstream_tls: None,
             metrics_listen: None,
             metrics_max_buckets: DEFAULT_METRICS_MAX_BUCKETS,
+            deferred: Deferred::default(),
         }
     }
+}
 
+impl Default for ProxyConfig {
+    /// Every setting at the default the `kquota-proxy` binary has for it ([`SETTINGS`](crate::SETTINGS)):
+    /// [`ProxyConfig::new`]'s, on [`DEFAULT_LISTEN`], with the quotas kept in [`DEFAULT_DATA_DIR`],
+    /// and no upstream yet: set `kquota.proxy.upstream` ([`ProxyConfig::finish`] and
+    /// [`Proxy::bind`](crate::Proxy::bind) refuse a configuration without one).
+    fn default() -> Self {
+        let unset = HostPort {
+            host: String::new(),
+            port: 0,
+        };
+        let mut config = ProxyConfig::new(DEFAULT_LISTEN, unset);
+        config.data_dir = Some(PathBuf::from(DEFAULT_DATA_DIR));
+        config
+    }
+}
+
+impl ProxyConfig {
     /// Checks the settings that cannot work together.
     pub(crate) fn check(&self) -> Result<(), ProxyError> {
+        if self.upstream.host.is_empty() {
+            return Err(ProxyError::NoUpstream);
+        }
+        if self.deferred.unfinished {
+            return Err(ProxyError::Unfinished);
+        }
         if self.listen_base.is_none() && self.broker_map.is_empty() {
             return Err(ProxyError::NoBrokerListeners);
         }
@@ -216,13 +264,13 @@ impl ProxyConfig {
             }
         }
         for (name, value) in [
-            ("max_request_bytes", self.max_request_bytes),
-            ("max_response_bytes", self.max_response_bytes),
-            ("max_in_flight", self.max_in_flight),
-            ("max_brokers", self.max_brokers),
-            ("max_connections", self.max_connections),
-            ("max_connections_per_ip", self.max_connections_per_ip),
-            ("metrics_max_buckets", self.metrics_max_buckets),
+            ("socket.request.max.bytes", self.max_request_bytes),
+            ("kquota.proxy.max.response.bytes", self.max_response_bytes),
+            ("kquota.proxy.max.in.flight.requests", self.max_in_flight),
+            ("kquota.proxy.max.brokers", self.max_brokers),
+            ("max.connections", self.max_connections),
+            ("max.connections.per.ip", self.max_connections_per_ip),
+            ("kquota.proxy.metrics.max.buckets", self.metrics_max_buckets),
         ] {
             if value == 0 {
                 return Err(ProxyError::Zero(name));
@@ -274,6 +322,21 @@ mod tests {
         assert!(matches!(c.check(), Err(ProxyError::BufferMemory { .. })));
         c.buffer_memory = DEFAULT_BUFFER_MEMORY;
         c.max_in_flight = 0;
-        assert!(matches!(c.check(), Err(ProxyError::Zero("max_in_flight"))));
+        assert!(matches!(
+            c.check(),
+            Err(ProxyError::Zero("kquota.proxy.max.in.flight.requests"))
+        ));
+        c.max_in_flight = DEFAULT_MAX_IN_FLIGHT;
+        let mut d = ProxyConfig::default();
+        assert!(matches!(d.check(), Err(ProxyError::NoUpstream)));
+        d.upstream = "k:9092".parse().unwrap();
+        d.listen_base = c.listen_base;
+        d.advertised_host = c.advertised_host.clone();
+        d.check().unwrap();
+        assert_eq!(d.listen, DEFAULT_LISTEN);
+        assert_eq!(
+            d.data_dir.as_deref(),
+            Some(std::path::Path::new(DEFAULT_DATA_DIR))
+        );
     }
 }

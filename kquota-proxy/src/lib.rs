@@ -66,6 +66,7 @@ mod metrics;
 mod quotas;
 mod rewrite;
 mod server;
+mod settings;
 mod shared;
 mod tls;
 
@@ -77,11 +78,13 @@ pub use kquota_host::SHUTDOWN_GRACE;
 // Its settings and their defaults.
 pub use crate::config::{
     HostPort, ProxyConfig, DEFAULT_BUFFER_MEMORY, DEFAULT_CONNECTION_GRACE,
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BROKERS, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_METRICS_MAX_BUCKETS,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN,
+    DEFAULT_MAX_BROKERS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_METRICS_MAX_BUCKETS,
 };
+// The settings by key, as a properties file (`kquota-proxy --config`) names them.
+pub use crate::settings::{parse_properties, Setting, SETTINGS};
 // TLS towards clients and towards the cluster.
 pub use crate::tls::{ClientTls, TlsConfigError, UpstreamTls};
-// What can stop it from starting.
-pub use crate::error::ProxyError;
+// What can stop it from starting: a setting, or the start itself.
+pub use crate::error::{ConfigError, LineProblem, Problem, ProxyError, Source};

@@ -1,18 +1,11 @@
 //! `kquota-proxy`: a Kafka protocol proxy in front of a Kafka cluster.
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
 
 use clap::Parser;
-use kquota::meter::MeterConfig;
-use kquota::SubQuotaPolicy;
-use kquota_proxy::{ClientTls, HostPort, Proxy, ProxyConfig, UpstreamTls};
-use kquota_wire::tls::ClientAuth;
-use kquota_wire::Principal;
+use kquota_proxy::{parse_properties, Proxy, ProxyConfig, SETTINGS};
 use tracing::{info, warn};
 
 /// Enforce client quotas on Kafka traffic, in front of a Kafka cluster.
@@ -30,228 +23,339 @@ use tracing::{info, warn};
 /// Broker N listens on its --broker-map entry if it has one, else on --listen-base's IP at its
 /// port plus N; each listener is bound when a response first names the broker.
 ///
-/// Example:
+/// Settings come from an optional properties file in Kafka's style (--config), then from flags,
+/// which win: a flag replaces the file's value of its key (--broker-map entries replace the
+/// file's whole map; --cluster-property KEY=VALUE replaces only kquota.cluster.client.KEY). Each
+/// flag below names its key. An unknown key, a bad value or a bad line stops the proxy with a
+/// line naming the file, the line and the key, and exit status 2; so does a bad flag.
+///
+/// Examples:
 ///
 ///   kquota-proxy --upstream kafka-1:9092 --listen 127.0.0.1:9092 --listen-base 127.0.0.1:19000
 ///
+///   kquota-proxy --config proxy.properties --upstream kafka-2:9092
+///
+/// A properties file:
+///
+///   kquota.proxy.upstream=kafka-1:9092
+///   kquota.proxy.listen=127.0.0.1:9092
+///   kquota.proxy.listen.base=127.0.0.1:19000
+///   super.users=User:admin
+///   kquota.data.dir=/var/lib/kquota-proxy
+///   max.connections.per.ip=100
+///   kquota.proxy.metrics.listen=127.0.0.1:9404
+///
 /// On SIGINT or SIGTERM it stops accepting and reading requests, delivers the answers in flight
 /// (5 s at most), and exits. Logs go to stderr; RUST_LOG=debug shows each connection.
+/// docs/proxy-settings.md describes every setting.
 #[derive(Debug, Parser)]
 #[command(name = "kquota-proxy", version, verbatim_doc_comment)]
 struct Args {
-    /// The cluster's bootstrap address (host:port).
+    /// A Java properties file of the settings below (KEY=VALUE lines, # comments); flags win
+    /// over it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// kquota.proxy.upstream: the cluster's bootstrap address (required).
     #[arg(long, value_name = "HOST:PORT")]
-    upstream: HostPort,
-    /// The bootstrap listener clients are given as bootstrap.servers.
-    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:9092")]
-    listen: SocketAddr,
-    /// Broker N listens on this IP at PORT+N (PORT 0: a port the system chooses).
+    upstream: Option<String>,
+    /// kquota.proxy.listen: the bootstrap listener clients are given as bootstrap.servers
+    /// [default: 127.0.0.1:9092]
     #[arg(long, value_name = "IP:PORT")]
-    listen_base: Option<SocketAddr>,
-    /// Broker NODE listens on LISTEN (repeatable; before --listen-base).
-    #[arg(long = "broker-map", value_name = "NODE=IP:PORT", value_parser = parse_broker)]
-    broker_map: Vec<(i32, SocketAddr)>,
-    /// The host named in rewritten responses (default: each broker listener's IP).
+    listen: Option<String>,
+    /// kquota.proxy.listen.base: broker N listens on this IP at PORT+N (PORT 0: a port the system
+    /// chooses).
+    #[arg(long, value_name = "IP:PORT")]
+    listen_base: Option<String>,
+    /// kquota.proxy.broker.map: broker NODE listens on IP:PORT (repeatable, or comma-separated
+    /// entries; before --listen-base).
+    #[arg(long = "broker-map", value_name = "NODE=IP:PORT")]
+    broker_map: Vec<String>,
+    /// kquota.proxy.advertised.host: the host named in rewritten responses (default: each broker
+    /// listener's IP).
     #[arg(long, value_name = "HOST")]
     advertised_host: Option<String>,
-    /// socket.request.max.bytes: the largest request frame.
-    #[arg(long, value_name = "BYTES", default_value_t = kquota_proxy::DEFAULT_MAX_REQUEST_BYTES, help_heading = "Limits")]
-    max_request_bytes: usize,
-    /// The largest response frame from the cluster.
-    #[arg(long, value_name = "BYTES", default_value_t = kquota_proxy::DEFAULT_MAX_RESPONSE_BYTES, help_heading = "Limits")]
-    max_response_bytes: usize,
-    /// Unanswered requests per connection before the proxy stops reading its requests.
-    #[arg(long, value_name = "N", default_value_t = kquota_proxy::DEFAULT_MAX_IN_FLIGHT, help_heading = "Limits")]
-    max_in_flight: usize,
-    /// connections.max.idle.ms.
-    #[arg(
-        long,
-        value_name = "MS",
-        default_value_t = 600_000,
-        help_heading = "Limits"
-    )]
-    idle_timeout_ms: u64,
-    /// How long connecting to a broker may take.
-    #[arg(
-        long,
-        value_name = "MS",
-        default_value_t = 10_000,
-        help_heading = "Limits"
-    )]
-    connect_timeout_ms: u64,
-    /// How many brokers the proxy listens for at most.
-    #[arg(long, value_name = "N", default_value_t = kquota_proxy::DEFAULT_MAX_BROKERS, help_heading = "Limits")]
-    max_brokers: usize,
+    /// socket.request.max.bytes: the largest request frame [default: 104857600]
+    #[arg(long, value_name = "BYTES", help_heading = "Limits")]
+    max_request_bytes: Option<String>,
+    /// kquota.proxy.max.response.bytes: the largest response frame from the cluster
+    /// [default: 104857600]
+    #[arg(long, value_name = "BYTES", help_heading = "Limits")]
+    max_response_bytes: Option<String>,
+    /// kquota.proxy.max.in.flight.requests: unanswered requests per connection before the proxy
+    /// stops reading its requests [default: 32]
+    #[arg(long, value_name = "N", help_heading = "Limits")]
+    max_in_flight: Option<String>,
+    /// connections.max.idle.ms: how long a connection may wait for a peer that neither sends nor
+    /// takes bytes [default: 600000]
+    #[arg(long, value_name = "MS", help_heading = "Limits")]
+    idle_timeout_ms: Option<String>,
+    /// kquota.proxy.connect.timeout.ms: how long connecting to a broker may take [default: 10000]
+    #[arg(long, value_name = "MS", help_heading = "Limits")]
+    connect_timeout_ms: Option<String>,
+    /// kquota.proxy.max.brokers: how many brokers the proxy listens for at most [default: 1024]
+    #[arg(long, value_name = "N", help_heading = "Limits")]
+    max_brokers: Option<String>,
     /// max.connections: client connections open at once. When it is reached, the oldest
     /// connection not yet proven (from the address with the most), else the one idle longest,
-    /// gives way to a new one. Lowered at start to what the open-files limit allows.
-    #[arg(long, value_name = "N", default_value_t = kquota_proxy::DEFAULT_MAX_CONNECTIONS, help_heading = "Limits")]
-    max_connections: usize,
-    /// max.connections.per.ip: client connections open at once from one address (default:
-    /// no limit).
+    /// gives way to a new one. Lowered at start to what the open-files limit allows
+    /// [default: 10000]
     #[arg(long, value_name = "N", help_heading = "Limits")]
-    max_connections_per_ip: Option<usize>,
+    max_connections: Option<String>,
+    /// max.connections.per.ip: client connections open at once from one address (default: no
+    /// limit).
+    #[arg(long, value_name = "N", help_heading = "Limits")]
+    max_connections_per_ip: Option<String>,
     /// kquota.connections.grace.ms: how long a new connection has to prove itself (the broker
     /// authenticated it, or answered a request that needs no authentication) before it is
-    /// closed; until then it is the first to give way at max.connections.
-    #[arg(
-        long,
-        value_name = "MS",
-        default_value_t = 10_000,
-        help_heading = "Limits"
-    )]
-    connection_grace_ms: u64,
-    /// The bytes held at once for requests being read and answers not yet taken by their
-    /// clients, over every connection; reading waits while they are spent. At least the largest
-    /// frame (--max-request-bytes, --max-response-bytes).
-    #[arg(long, value_name = "BYTES", default_value_t = kquota_proxy::DEFAULT_BUFFER_MEMORY, help_heading = "Limits")]
-    buffer_memory_bytes: usize,
+    /// closed; until then it is the first to give way at max.connections [default: 10000]
+    #[arg(long, value_name = "MS", help_heading = "Limits")]
+    connection_grace_ms: Option<String>,
+    /// kquota.proxy.buffer.memory.bytes: the bytes held at once for requests being read and
+    /// answers not yet taken by their clients, over every connection; reading waits while they
+    /// are spent. At least the largest frame (--max-request-bytes, --max-response-bytes) plus 4
+    /// [default: 268435456]
+    #[arg(long, value_name = "BYTES", help_heading = "Limits")]
+    buffer_memory_bytes: Option<String>,
 
-    /// Where quotas altered at the proxy are kept (a redb store, created if missing).
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "kquota-proxy-data",
-        help_heading = "Quotas"
-    )]
-    data_dir: PathBuf,
-    /// Keep quotas in memory only: they are lost when the proxy stops.
+    /// kquota.data.dir: where quotas altered at the proxy are kept (a redb store, created if
+    /// missing) [default: kquota-proxy-data]
+    #[arg(long, value_name = "DIR", help_heading = "Quotas")]
+    data_dir: Option<String>,
+    /// kquota.proxy.store.enable=false: keep quotas in memory only; they are lost when the proxy
+    /// stops (the key's [default: true])
     #[arg(long, conflicts_with = "data_dir", help_heading = "Quotas")]
     no_store: bool,
     /// super.users: who may alter quotas at the proxy (User:NAME;User:NAME). On a PLAINTEXT
     /// listener without SASL every client is User:ANONYMOUS.
-    #[arg(long, value_name = "PRINCIPALS", value_parser = parse_super_users, help_heading = "Quotas")]
-    super_users: Option<SuperUsers>,
-    /// Let User:ANONYMOUS describe quotas (authenticated principals always may).
-    #[arg(long, help_heading = "Quotas")]
-    describe_allow_anonymous: bool,
-    /// Serve the seeds' draft AlterQuotas on API key 50 (hides the cluster's
-    /// DescribeUserScramCredentials).
-    #[arg(long, help_heading = "Quotas")]
-    draft_alter_quotas: bool,
-    /// How a user's client sub-quotas share its total: kip55 (remainders) or kafka.
-    #[arg(long, value_name = "POLICY", default_value = "kip55", value_parser = parse_policy, help_heading = "Quotas")]
-    sub_quota_policy: SubQuotaPolicy,
-    /// How many proxies share the :bps quotas (each enforces the limit divided by this).
-    #[arg(long, value_name = "N", default_value = "1", help_heading = "Quotas")]
-    instance_count: std::num::NonZeroU32,
-    /// The bytes/s that producer_byte_rate:shares divides.
+    #[arg(long, value_name = "PRINCIPALS", help_heading = "Quotas")]
+    super_users: Option<String>,
+    /// kquota.describe.allow.anonymous: let User:ANONYMOUS describe quotas (authenticated
+    /// principals always may); the flag alone is true [default: false]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", help_heading = "Quotas")]
+    describe_allow_anonymous: Option<String>,
+    /// kquota.draft.alter.quotas.enable: serve the seeds' draft AlterQuotas on API key 50 (hides
+    /// the cluster's DescribeUserScramCredentials); the flag alone is true [default: false]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", help_heading = "Quotas")]
+    draft_alter_quotas: Option<String>,
+    /// kquota.sub.quota.policy: how a user's client sub-quotas share its total: kip55
+    /// (remainders) or kafka [default: kip55]
+    #[arg(long, value_name = "POLICY", help_heading = "Quotas")]
+    sub_quota_policy: Option<String>,
+    /// kquota.broker.count: how many proxies share the :bps quotas (each enforces the limit
+    /// divided by this) [default: 1]
+    #[arg(long, value_name = "N", help_heading = "Quotas")]
+    instance_count: Option<String>,
+    /// kquota.producer.capacity.bytes.per.sec: the bytes/s that producer_byte_rate:shares
+    /// divides.
     #[arg(long, value_name = "BYTES_PER_SEC", help_heading = "Quotas")]
-    producer_capacity: Option<f64>,
-    /// The bytes/s that consumer_byte_rate:shares divides.
+    producer_capacity: Option<String>,
+    /// kquota.consumer.capacity.bytes.per.sec: the bytes/s that consumer_byte_rate:shares
+    /// divides.
     #[arg(long, value_name = "BYTES_PER_SEC", help_heading = "Quotas")]
-    consumer_capacity: Option<f64>,
-    /// quota.window.num: the samples a rate is measured over.
-    #[arg(long, value_name = "N", default_value_t = 11, help_heading = "Quotas")]
-    quota_window_num: u32,
-    /// quota.window.size.seconds: each sample's length.
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 1,
-        help_heading = "Quotas"
-    )]
-    quota_window_size_seconds: u64,
+    consumer_capacity: Option<String>,
+    /// quota.window.num: the samples a rate is measured over [default: 11]
+    #[arg(long, value_name = "N", help_heading = "Quotas")]
+    quota_window_num: Option<String>,
+    /// quota.window.size.seconds: each sample's length [default: 1]
+    #[arg(long, value_name = "SECONDS", help_heading = "Quotas")]
+    quota_window_size_seconds: Option<String>,
 
-    /// Share one configuration, the membership and bps usage with the other proxies through this
-    /// Kafka cluster (its bootstrap.servers; usually the cluster behind the proxy). Quotas are
-    /// then kept in the configuration topic, not in --data-dir.
+    /// kquota.cluster.bootstrap.servers: share one configuration, the membership and bps usage
+    /// with the other proxies through this Kafka cluster (its bootstrap.servers; usually the
+    /// cluster behind the proxy). Quotas are then kept in the configuration topic, not in
+    /// --data-dir.
     #[arg(long, value_name = "HOST:PORT,...", help_heading = "Many proxies")]
     cluster_bootstrap: Option<String>,
-    /// This proxy's id among the others (default: the host name and the bootstrap listener's
-    /// port); unique, and the same across restarts.
-    #[arg(
-        long,
-        value_name = "ID",
-        requires = "cluster_bootstrap",
-        help_heading = "Many proxies"
-    )]
+    /// kquota.cluster.instance.id: this proxy's id among the others (default: the host name and
+    /// the bootstrap listener's port); unique, and the same across restarts.
+    #[arg(long, value_name = "ID", help_heading = "Many proxies")]
     instance_id: Option<String>,
-    /// A librdkafka property for the proxy's own Kafka clients (repeatable), e.g.
-    /// security.protocol=SASL_SSL.
-    #[arg(long = "cluster-property", value_name = "KEY=VALUE", value_parser = parse_property, requires = "cluster_bootstrap", help_heading = "Many proxies")]
-    cluster_properties: Vec<(String, String)>,
-    /// The configuration topic (one partition, compacted; created if missing).
-    #[arg(long, value_name = "TOPIC", default_value = DEFAULT_CONFIG_TOPIC, help_heading = "Many proxies")]
-    cluster_config_topic: String,
-    /// The replication factor of the topics the proxy creates (-1: the cluster's default).
-    #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true, help_heading = "Many proxies")]
-    cluster_replication_factor: i32,
-    /// How long an alteration may wait for the configuration log before it is refused.
+    /// kquota.cluster.client.*: a librdkafka property for the proxy's own Kafka clients
+    /// (repeatable): KEY=VALUE sets kquota.cluster.client.KEY, e.g. security.protocol=SASL_SSL.
     #[arg(
-        long,
-        value_name = "MS",
-        default_value_t = 10_000,
+        long = "cluster-property",
+        value_name = "KEY=VALUE",
         help_heading = "Many proxies"
     )]
-    cluster_alter_timeout_ms: u64,
+    cluster_properties: Vec<String>,
+    /// kquota.cluster.config.topic: the configuration topic (one partition, compacted; created if
+    /// missing) [default: _kquota_config]
+    #[arg(long, value_name = "TOPIC", help_heading = "Many proxies")]
+    cluster_config_topic: Option<String>,
+    /// kquota.cluster.replication.factor: the replication factor of the topics the proxy creates
+    /// (-1: the cluster's default) [default: -1]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Many proxies"
+    )]
+    cluster_replication_factor: Option<String>,
+    /// kquota.cluster.alter.timeout.ms: how long an alteration may wait for the configuration log
+    /// before it is refused [default: 10000]
+    #[arg(long, value_name = "MS", help_heading = "Many proxies")]
+    cluster_alter_timeout_ms: Option<String>,
 
-    /// Serve Prometheus metrics at http://IP:PORT/metrics.
+    /// kquota.proxy.metrics.listen: serve Prometheus metrics at http://IP:PORT/metrics.
     #[arg(long, value_name = "IP:PORT", help_heading = "Metrics")]
-    metrics_listen: Option<SocketAddr>,
-    /// Buckets with series of their own; the rest are summed into one.
-    #[arg(long, value_name = "N", default_value_t = kquota_proxy::DEFAULT_METRICS_MAX_BUCKETS, help_heading = "Metrics")]
-    metrics_max_buckets: usize,
+    metrics_listen: Option<String>,
+    /// kquota.proxy.metrics.max.buckets: buckets with series of their own; the rest are summed
+    /// into one [default: 1000]
+    #[arg(long, value_name = "N", help_heading = "Metrics")]
+    metrics_max_buckets: Option<String>,
 
-    /// TLS towards clients on every listener: the certificate chain (PEM).
-    #[arg(long, value_name = "PEM", requires = "tls_key", help_heading = "TLS")]
-    tls_cert: Option<PathBuf>,
-    /// The private key of --tls-cert (PEM).
-    #[arg(long, value_name = "PEM", requires = "tls_cert", help_heading = "TLS")]
-    tls_key: Option<PathBuf>,
-    /// The CA certificates client certificates are checked against (PEM).
-    #[arg(long, value_name = "PEM", requires = "tls_cert", help_heading = "TLS")]
-    tls_client_ca: Option<PathBuf>,
-    /// ssl.client.auth: none, requested or required.
-    #[arg(long, value_name = "MODE", default_value = "none", value_parser = parse_client_auth, help_heading = "TLS")]
-    tls_client_auth: ClientAuth,
-    /// ssl.principal.mapping.rules: how a client certificate's DN becomes a user.
-    #[arg(
-        long,
-        value_name = "RULES",
-        default_value = "DEFAULT",
-        help_heading = "TLS"
-    )]
-    ssl_principal_mapping_rules: String,
-    /// TLS towards the cluster.
-    #[arg(long, requires = "upstream_ca", help_heading = "TLS")]
-    upstream_tls: bool,
-    /// The CA certificates the cluster's certificates are checked against (PEM).
-    #[arg(
-        long,
-        value_name = "PEM",
-        requires = "upstream_tls",
-        help_heading = "TLS"
-    )]
-    upstream_ca: Option<PathBuf>,
-    /// A client certificate towards the cluster (PEM).
-    #[arg(long, value_name = "PEM", requires_all = ["upstream_tls", "upstream_key"], help_heading = "TLS")]
-    upstream_cert: Option<PathBuf>,
-    /// The private key of --upstream-cert (PEM).
-    #[arg(
-        long,
-        value_name = "PEM",
-        requires = "upstream_cert",
-        help_heading = "TLS"
-    )]
-    upstream_key: Option<PathBuf>,
+    /// kquota.proxy.ssl.certificate.location: TLS towards clients on every listener: the
+    /// certificate chain (PEM); needs --tls-key.
+    #[arg(long, value_name = "PEM", help_heading = "TLS")]
+    tls_cert: Option<String>,
+    /// kquota.proxy.ssl.key.location: the private key of --tls-cert (PEM, unencrypted; may be the
+    /// same file).
+    #[arg(long, value_name = "PEM", help_heading = "TLS")]
+    tls_key: Option<String>,
+    /// ssl.truststore.location: the CA certificates client certificates are checked against
+    /// (PEM); needs --tls-cert.
+    #[arg(long, value_name = "PEM", help_heading = "TLS")]
+    tls_client_ca: Option<String>,
+    /// ssl.client.auth: none, requested or required; requested or required need --tls-client-ca
+    /// [default: none]
+    #[arg(long, value_name = "MODE", help_heading = "TLS")]
+    tls_client_auth: Option<String>,
+    /// ssl.principal.mapping.rules: how a client certificate's DN becomes a user
+    /// [default: DEFAULT]
+    #[arg(long, value_name = "RULES", help_heading = "TLS")]
+    ssl_principal_mapping_rules: Option<String>,
+    /// kquota.proxy.upstream.ssl.enable: TLS towards the cluster; needs --upstream-ca; the flag
+    /// alone is true [default: false]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", help_heading = "TLS")]
+    upstream_tls: Option<String>,
+    /// kquota.proxy.upstream.ssl.truststore.location: the CA certificates the cluster's
+    /// certificates are checked against (PEM).
+    #[arg(long, value_name = "PEM", help_heading = "TLS")]
+    upstream_ca: Option<String>,
+    /// kquota.proxy.upstream.ssl.certificate.location: a client certificate towards the cluster
+    /// (PEM); needs --upstream-key.
+    #[arg(long, value_name = "PEM", help_heading = "TLS")]
+    upstream_cert: Option<String>,
+    /// kquota.proxy.upstream.ssl.key.location: the private key of --upstream-cert (PEM).
+    #[arg(long, value_name = "PEM", help_heading = "TLS")]
+    upstream_key: Option<String>,
 }
 
-/// `super.users`, parsed (one value: clap would take a bare `Vec` for a repeated flag).
-#[derive(Clone, Debug)]
-struct SuperUsers(Vec<Principal>);
-
-fn parse_super_users(s: &str) -> Result<SuperUsers, String> {
-    kquota_wire::parse_super_users(s)
-        .map(SuperUsers)
-        .map_err(|e| e.to_string())
+/// The key `flag` sets, from the settings' table.
+fn key_of(flag: &str) -> &'static str {
+    SETTINGS
+        .iter()
+        .find(|s| s.flag == flag)
+        .map(|s| s.key)
+        .expect("every flag is in kquota_proxy::SETTINGS (a test checks it)")
 }
 
-fn parse_property(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-        _ => Err(format!("{s:?} is not KEY=VALUE")),
+/// The flags given, in the order they are applied: `(flag, key, value)`.
+fn flag_settings(args: &Args) -> Result<Vec<(&'static str, String, String)>, String> {
+    let mut out = Vec::new();
+    let mut one = |flag: &'static str, value: &Option<String>| {
+        if let Some(value) = value {
+            out.push((flag, key_of(flag).to_owned(), value.clone()));
+        }
+    };
+    one("--upstream", &args.upstream);
+    one("--listen", &args.listen);
+    one("--listen-base", &args.listen_base);
+    // One key for every entry: the flag's entries replace the file's map.
+    let broker_map = (!args.broker_map.is_empty()).then(|| args.broker_map.join(","));
+    one("--broker-map", &broker_map);
+    one("--advertised-host", &args.advertised_host);
+    one("--max-request-bytes", &args.max_request_bytes);
+    one("--max-response-bytes", &args.max_response_bytes);
+    one("--max-in-flight", &args.max_in_flight);
+    one("--idle-timeout-ms", &args.idle_timeout_ms);
+    one("--connect-timeout-ms", &args.connect_timeout_ms);
+    one("--max-brokers", &args.max_brokers);
+    one("--max-connections", &args.max_connections);
+    one("--max-connections-per-ip", &args.max_connections_per_ip);
+    one("--connection-grace-ms", &args.connection_grace_ms);
+    one("--buffer-memory-bytes", &args.buffer_memory_bytes);
+    one("--data-dir", &args.data_dir);
+    one("--no-store", &args.no_store.then(|| "false".to_owned()));
+    one("--super-users", &args.super_users);
+    one("--describe-allow-anonymous", &args.describe_allow_anonymous);
+    one("--draft-alter-quotas", &args.draft_alter_quotas);
+    one("--sub-quota-policy", &args.sub_quota_policy);
+    one("--instance-count", &args.instance_count);
+    one("--producer-capacity", &args.producer_capacity);
+    one("--consumer-capacity", &args.consumer_capacity);
+    one("--quota-window-num", &args.quota_window_num);
+    one(
+        "--quota-window-size-seconds",
+        &args.quota_window_size_seconds,
+    );
+    one("--cluster-bootstrap", &args.cluster_bootstrap);
+    one("--instance-id", &args.instance_id);
+    one("--cluster-config-topic", &args.cluster_config_topic);
+    one(
+        "--cluster-replication-factor",
+        &args.cluster_replication_factor,
+    );
+    one("--cluster-alter-timeout-ms", &args.cluster_alter_timeout_ms);
+    one("--metrics-listen", &args.metrics_listen);
+    one("--metrics-max-buckets", &args.metrics_max_buckets);
+    one("--tls-cert", &args.tls_cert);
+    one("--tls-key", &args.tls_key);
+    one("--tls-client-ca", &args.tls_client_ca);
+    one("--tls-client-auth", &args.tls_client_auth);
+    one(
+        "--ssl-principal-mapping-rules",
+        &args.ssl_principal_mapping_rules,
+    );
+    one("--upstream-tls", &args.upstream_tls);
+    one("--upstream-ca", &args.upstream_ca);
+    one("--upstream-cert", &args.upstream_cert);
+    one("--upstream-key", &args.upstream_key);
+    // Each property is a key of its own: it replaces only the file's value of that property.
+    for item in &args.cluster_properties {
+        match item.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => out.push((
+                "--cluster-property",
+                format!("kquota.cluster.client.{}", k.trim()),
+                v.to_owned(),
+            )),
+            _ => return Err(format!("--cluster-property {item}: expected KEY=VALUE")),
+        }
     }
+    Ok(out)
+}
+
+/// The configuration: the file's settings, then the flags', then finished. An error names where
+/// its setting came from: `FILE: line N: ` or `--flag: `.
+fn settings(args: &Args) -> Result<ProxyConfig, String> {
+    let mut config = ProxyConfig::default();
+    // Where each key was last set, for the errors that only finishing finds (TLS, cluster).
+    let mut origin: HashMap<String, String> = HashMap::new();
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let props = parse_properties(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        for p in props {
+            let at = format!("{}: line {}", path.display(), p.line);
+            config
+                .set(&p.key, &p.value)
+                .map_err(|e| format!("{at}: {e}"))?;
+            origin.insert(p.key, at);
+        }
+    }
+    for (flag, key, value) in flag_settings(args)? {
+        config
+            .set(&key, &value)
+            .map_err(|e| format!("{flag}: {e}"))?;
+        origin.insert(key, flag.to_owned());
+    }
+    config
+        .finish()
+        .map_err(|e| match e.key().and_then(|k| origin.get(k)) {
+            Some(at) => format!("{at}: {e}"),
+            None => e.to_string(),
+        })?;
+    Ok(config)
 }
 
 /// The kernel's ephemeral port range, from `ip_local_port_range`'s text ("32768\t60999").
@@ -263,59 +367,21 @@ fn ephemeral_range(text: &str) -> Option<(u32, u32)> {
     }
 }
 
-/// The configuration topic's default name (`kquota_cluster::DEFAULT_CONFIG_TOPIC`, spelt out so
-/// that a build without the `cluster` feature has the same `--help`).
-const DEFAULT_CONFIG_TOPIC: &str = "_kquota_config";
-
-/// The default instance id: this host's name and the bootstrap listener's port.
-#[cfg(feature = "cluster")]
-fn default_instance_id(listen: SocketAddr) -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "kquota-proxy".to_owned());
-    format!("{host}:{}", listen.port())
-}
-
-fn parse_policy(s: &str) -> Result<SubQuotaPolicy, String> {
-    s.parse().map_err(|e: kquota::ParseError| e.to_string())
-}
-
-fn parse_client_auth(s: &str) -> Result<ClientAuth, String> {
-    s.parse()
-        .map_err(|e: kquota_wire::ParseError| e.to_string())
-}
-
-fn parse_broker(s: &str) -> Result<(i32, SocketAddr), String> {
-    let (node, addr) = s
-        .split_once('=')
-        .ok_or_else(|| format!("{s:?} is not NODE=IP:PORT"))?;
-    let node = node
-        .parse()
-        .map_err(|_| format!("{node:?} is not a node id"))?;
-    let addr = addr
-        .parse()
-        .map_err(|_| format!("{addr:?} is not an IP:PORT"))?;
-    Ok((node, addr))
-}
-
-/// A setting that cannot work: its message, and the usage error's exit status.
-fn usage(message: &str) -> ExitCode {
-    eprintln!("kquota-proxy: {message}");
-    ExitCode::from(2)
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     // Colours only on a terminal; no peer can flood the log.
     kquota_host::init_logging();
     // A thousand idle sockets must not lock everyone out at a soft limit of 1,024.
     kquota_host::raise_fd_limit();
-    let mut config = ProxyConfig::new(args.listen, args.upstream);
-    config.listen_base = args.listen_base;
-    if let Some(base) = args.listen_base.filter(|b| b.port() != 0) {
+    let config = match settings(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            // A setting that cannot work is the operator's to fix, like a bad flag.
+            eprintln!("kquota-proxy: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(base) = config.listen_base.filter(|b| b.port() != 0) {
         let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range");
         if let Some((low, high)) = range.ok().as_deref().and_then(ephemeral_range) {
             if u32::from(base.port()) + 1 >= low && u32::from(base.port()) < high {
@@ -326,77 +392,6 @@ fn main() -> ExitCode {
                     u32::from(base.port()) + 1
                 );
             }
-        }
-    }
-    config.broker_map = args.broker_map.into_iter().collect::<BTreeMap<_, _>>();
-    config.advertised_host = args.advertised_host;
-    config.max_request_bytes = args.max_request_bytes;
-    config.max_response_bytes = args.max_response_bytes;
-    config.max_in_flight = args.max_in_flight;
-    config.idle_timeout = Duration::from_millis(args.idle_timeout_ms);
-    config.connect_timeout = Duration::from_millis(args.connect_timeout_ms);
-    config.max_brokers = args.max_brokers;
-    config.max_connections = args.max_connections;
-    config.max_connections_per_ip = args.max_connections_per_ip.unwrap_or(usize::MAX);
-    config.connection_grace = Duration::from_millis(args.connection_grace_ms);
-    config.buffer_memory = args.buffer_memory_bytes;
-    config.data_dir = (!args.no_store).then_some(args.data_dir);
-    if let Some(bootstrap) = args.cluster_bootstrap {
-        #[cfg(feature = "cluster")]
-        {
-            let id = args
-                .instance_id
-                .unwrap_or_else(|| default_instance_id(args.listen));
-            let mut cluster = kquota_cluster::ClusterConfig::new(bootstrap, id);
-            cluster.client_properties = args.cluster_properties.into_iter().collect();
-            cluster.config_topic = args.cluster_config_topic;
-            cluster.replication_factor = args.cluster_replication_factor;
-            cluster.alter_timeout = Duration::from_millis(args.cluster_alter_timeout_ms);
-            config.cluster = Some(cluster);
-        }
-        #[cfg(not(feature = "cluster"))]
-        return usage(&format!(
-            "--cluster-bootstrap {bootstrap}: this kquota-proxy was built without the `cluster` \
-             feature (build it with `--features cluster`)"
-        ));
-    }
-    config.super_users = args.super_users.map(|s| s.0).unwrap_or_default();
-    config.describe_allow_anonymous = args.describe_allow_anonymous;
-    config.draft_alter_quotas = args.draft_alter_quotas;
-    config.policy = args.sub_quota_policy;
-    config.instance_count = args.instance_count;
-    config.producer_capacity = args.producer_capacity;
-    config.consumer_capacity = args.consumer_capacity;
-    config.metrics_listen = args.metrics_listen;
-    config.metrics_max_buckets = args.metrics_max_buckets;
-    config.meter = match MeterConfig::builder()
-        .window_samples(args.quota_window_num)
-        .window_size(Duration::from_secs(args.quota_window_size_seconds))
-        .build()
-    {
-        Ok(m) => m,
-        Err(e) => return usage(&e.to_string()),
-    };
-    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
-        match ClientTls::from_files(
-            cert,
-            key,
-            args.tls_client_ca.as_deref(),
-            args.tls_client_auth,
-            &args.ssl_principal_mapping_rules,
-        ) {
-            Ok(tls) => config.client_tls = Some(Arc::new(tls)),
-            Err(e) => return usage(&e.to_string()),
-        }
-    }
-    if let (true, Some(ca)) = (args.upstream_tls, &args.upstream_ca) {
-        let client = args
-            .upstream_cert
-            .as_deref()
-            .zip(args.upstream_key.as_deref());
-        match UpstreamTls::from_files(ca, client) {
-            Ok(tls) => config.upstream_tls = Some(Arc::new(tls)),
-            Err(e) => return usage(&e.to_string()),
         }
     }
     let runtime = match tokio::runtime::Runtime::new() {
@@ -423,48 +418,225 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use clap::CommandFactory;
+    use kquota::SubQuotaPolicy;
+    use kquota_wire::Principal;
 
     use super::*;
 
+    /// The flags clap knows, as `--long`, without --help, --version and --config.
+    fn flags() -> Vec<String> {
+        Args::command()
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .filter(|l| !["help", "version", "config"].contains(l))
+            .map(|l| format!("--{l}"))
+            .collect()
+    }
+
     #[test]
-    fn every_flag_parses_to_its_type() {
+    fn every_flag_has_a_key_and_sets_it() {
         Args::command().debug_assert();
+        let flags = flags();
+        assert_eq!(flags.len(), SETTINGS.len(), "{flags:?}");
+        for flag in &flags {
+            let arg = Args::command()
+                .get_arguments()
+                .find(|a| a.get_long() == flag.strip_prefix("--"))
+                .cloned()
+                .unwrap();
+            let takes_value = arg.get_action().takes_values();
+            let mut argv = vec!["kquota-proxy", flag.as_str()];
+            if takes_value {
+                argv.push("k=v");
+            }
+            let args = Args::try_parse_from(&argv).unwrap();
+            let given = flag_settings(&args).unwrap();
+            let key = SETTINGS.iter().find(|s| s.flag == flag).unwrap().key;
+            let key = key.replace('*', "k");
+            assert_eq!(given.len(), 1, "{flag}: {given:?}");
+            assert_eq!((given[0].0, given[0].1.as_str()), (flag.as_str(), &*key));
+        }
+    }
+
+    #[test]
+    fn every_flags_help_names_its_key_and_default() {
+        let command = Args::command();
+        for s in SETTINGS {
+            let arg = command
+                .get_arguments()
+                .find(|a| a.get_long() == s.flag.strip_prefix("--"))
+                .unwrap_or_else(|| panic!("{} has no flag {}", s.key, s.flag));
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            assert!(help.starts_with(s.key), "{}: {help}", s.flag);
+            if let Some(default) = s.default {
+                assert!(
+                    help.contains(&format!("[default: {default}]")),
+                    "{}: {help}",
+                    s.flag
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_bare_flags_keep_their_meaning() {
         let args = Args::try_parse_from([
             "kquota-proxy",
-            "--upstream",
-            "kafka:9092",
-            "--listen-base",
-            "127.0.0.1:0",
-            "--super-users",
-            "User:admin;User:ops",
-            "--sub-quota-policy",
-            "kafka",
-            "--tls-client-auth",
-            "required",
-            "--quota-window-num",
-            "5",
-            "--metrics-listen",
-            "127.0.0.1:9404",
+            "--no-store",
+            "--describe-allow-anonymous",
+            "--upstream-tls",
+            "--upstream-ca",
+            "ca.pem",
+            "--draft-alter-quotas",
+            "false",
         ])
         .unwrap();
-        let users = args.super_users.unwrap().0;
+        let given: Vec<_> = flag_settings(&args)
+            .unwrap()
+            .into_iter()
+            .map(|(_, k, v)| format!("{k}={v}"))
+            .collect();
         assert_eq!(
-            users,
-            vec![Principal::user("admin"), Principal::user("ops")]
+            given,
+            [
+                "kquota.proxy.store.enable=false",
+                "kquota.describe.allow.anonymous=true",
+                "kquota.draft.alter.quotas.enable=false",
+                "kquota.proxy.upstream.ssl.enable=true",
+                "kquota.proxy.upstream.ssl.truststore.location=ca.pem",
+            ]
         );
-        assert_eq!(args.sub_quota_policy, SubQuotaPolicy::Kafka);
-        assert_eq!(args.tls_client_auth, ClientAuth::Required);
-        assert_eq!(args.quota_window_num, 5);
-        for bad in [
-            &["--super-users", "alice"][..],
-            &["--sub-quota-policy", "fair"],
-            &["--tls-client-auth", "sometimes"],
-            &["--upstream-tls"],
-        ] {
-            let argv = ["kquota-proxy", "--upstream", "k:9092"].iter().chain(bad);
-            assert!(Args::try_parse_from(argv).is_err(), "{bad:?}");
+        assert!(Args::try_parse_from(["kquota-proxy", "--no-store", "--data-dir", "d"]).is_err());
+        let args = Args::try_parse_from(["kquota-proxy", "--cluster-property", "novalue"]).unwrap();
+        assert_eq!(
+            flag_settings(&args).unwrap_err(),
+            "--cluster-property novalue: expected KEY=VALUE"
+        );
+    }
+
+    /// A file in the temporary directory, removed when dropped.
+    struct TempFile(PathBuf);
+
+    impl TempFile {
+        fn new(name: &str, text: &str) -> TempFile {
+            let path = std::env::temp_dir()
+                .join(format!("kquota-proxy-main-{}-{name}", std::process::id()));
+            std::fs::write(&path, text).unwrap();
+            TempFile(path)
         }
+
+        fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn parse(file: &TempFile, flags: &[&str]) -> Result<ProxyConfig, String> {
+        let mut argv = vec!["kquota-proxy", "--config", file.path().to_str().unwrap()];
+        argv.extend(flags);
+        settings(&Args::try_parse_from(argv).unwrap())
+    }
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let file = TempFile::new(
+            "flags-win.properties",
+            "kquota.proxy.upstream=file:9092\n\
+             kquota.proxy.broker.map=1=127.0.0.1:19001,2=127.0.0.1:19002\n\
+             max.connections=5\n\
+             super.users=User:file\n\
+             kquota.sub.quota.policy=kafka\n",
+        );
+        let config = parse(&file, &[]).unwrap();
+        assert_eq!(config.upstream.to_string(), "file:9092");
+        assert_eq!(config.max_connections, 5);
+        assert_eq!(config.broker_map.len(), 2);
+        let config = parse(
+            &file,
+            &[
+                "--max-connections",
+                "7",
+                "--super-users",
+                "User:flag",
+                "--broker-map",
+                "3=127.0.0.1:19003",
+            ],
+        )
+        .unwrap();
+        // The flags' keys take the flags' values; the others keep the file's.
+        assert_eq!(config.max_connections, 7);
+        assert_eq!(config.super_users, [Principal::user("flag")]);
+        assert_eq!(config.broker_map.keys().copied().collect::<Vec<_>>(), [3]);
+        assert_eq!(config.upstream.to_string(), "file:9092");
+        assert_eq!(config.policy, SubQuotaPolicy::Kafka);
+        // A flag's bad value is named by the flag and its key.
+        assert_eq!(
+            parse(&file, &["--max-connections", "0"]).unwrap_err(),
+            "--max-connections: max.connections=0: must be a whole number ≥ 1"
+        );
+    }
+
+    #[cfg(feature = "cluster")]
+    #[test]
+    fn cluster_properties_from_flags_replace_only_their_own() {
+        let file = TempFile::new(
+            "cluster.properties",
+            "kquota.proxy.upstream=k:9092\nkquota.proxy.listen.base=127.0.0.1:0\n\
+             kquota.cluster.bootstrap.servers=k:9092\n\
+             kquota.cluster.client.security.protocol=SSL\n\
+             kquota.cluster.client.client.rack=a\n",
+        );
+        let config = parse(&file, &["--cluster-property", "client.rack=b"]).unwrap();
+        let cluster = config.cluster.unwrap();
+        assert_eq!(
+            cluster.client_properties.into_iter().collect::<Vec<_>>(),
+            [
+                ("client.rack".to_owned(), "b".to_owned()),
+                ("security.protocol".to_owned(), "SSL".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn errors_name_the_file_line_and_key() {
+        let file = TempFile::new(
+            "bad.properties",
+            "# a comment\nkquota.proxy.upstream=k:9092\nmax.connections=lots\n",
+        );
+        assert_eq!(
+            parse(&file, &[]).unwrap_err(),
+            format!(
+                "{}: line 3: max.connections=lots: must be a whole number ≥ 1",
+                file.path().display()
+            )
+        );
+        let file = TempFile::new(
+            "rules.properties",
+            "kquota.proxy.upstream=k:9092\nkquota.proxy.listen.base=127.0.0.1:0\n\
+             ssl.principal.mapping.rules=RULE:^CN=(.*)$/$1/\n",
+        );
+        // Found when finishing, and still named by its line.
+        assert_eq!(
+            parse(&file, &[]).unwrap_err(),
+            format!(
+                "{}: line 3: ssl.principal.mapping.rules (--ssl-principal-mapping-rules) needs \
+                 kquota.proxy.ssl.certificate.location (--tls-cert)",
+                file.path().display()
+            )
+        );
+        let none = Args::try_parse_from(["kquota-proxy"]).unwrap();
+        assert_eq!(
+            settings(&none).unwrap_err(),
+            "kquota.proxy.upstream (--upstream) is required"
+        );
     }
 
     #[test]
@@ -474,11 +646,5 @@ mod tests {
         for bad in ["", "32768", "a b", "60999 32768", "1 2 3"] {
             assert_eq!(ephemeral_range(bad), None, "{bad:?}");
         }
-    }
-
-    #[cfg(feature = "cluster")]
-    #[test]
-    fn the_config_topics_default_is_kquota_clusters() {
-        assert_eq!(DEFAULT_CONFIG_TOPIC, kquota_cluster::DEFAULT_CONFIG_TOPIC);
     }
 }

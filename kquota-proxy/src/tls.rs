@@ -6,7 +6,9 @@
 //! each broker's certificate is checked against the given CAs and against the broker's name as
 //! the cluster gives it (Kafka's `ssl.endpoint.identification.algorithm=https`).
 //!
-//! Errors name the file by the proxy's flag (`--tls-cert=/etc/proxy/cert.pem: cannot read: ...`).
+//! Errors name the file by the proxy's setting and its flag
+//! (`kquota.proxy.ssl.certificate.location (--tls-cert)=/etc/proxy/cert.pem: cannot read: ...`), so
+//! that they read the same whether it came from a properties file or the command line.
 
 use std::fmt;
 use std::io;
@@ -51,16 +53,21 @@ impl ClientTls {
         principal_mapping_rules: &str,
     ) -> Result<ClientTls, TlsConfigError> {
         let rules = PrincipalMapper::parse(principal_mapping_rules)?;
-        let identity = key_pair("--tls-cert", cert, "--tls-key", key)?;
+        let identity = key_pair(TLS_CERT, cert, TLS_KEY, key)?;
         let trust = match client_ca {
-            Some(path) => trust_anchors("--tls-client-ca", path)?,
+            Some(path) => trust_anchors(TLS_CLIENT_CA, path)?,
             None => Vec::new(),
         };
         if client_auth != ClientAuth::None && trust.is_empty() {
             return Err(TlsConfigError::NoClientCa);
         }
-        let config = tls::server_config(&identity, &trust, client_auth)
-            .map_err(|e| TlsConfigError::config("--tls-cert and --tls-key", e))?;
+        let config = tls::server_config(&identity, &trust, client_auth).map_err(|e| {
+            TlsConfigError::config(
+                "kquota.proxy.ssl.certificate.location and kquota.proxy.ssl.key.location \
+                     (--tls-cert and --tls-key)",
+                e,
+            )
+        })?;
         Ok(ClientTls {
             acceptor: TlsAcceptor::from(config),
             client_auth,
@@ -136,12 +143,18 @@ impl UpstreamTls {
         ca: &Path,
         client_cert: Option<(&Path, &Path)>,
     ) -> Result<UpstreamTls, TlsConfigError> {
-        let trust = trust_anchors("--upstream-ca", ca)?;
+        let trust = trust_anchors(UPSTREAM_CA, ca)?;
         let identity = client_cert
-            .map(|(cert, key)| key_pair("--upstream-cert", cert, "--upstream-key", key))
+            .map(|(cert, key)| key_pair(UPSTREAM_CERT, cert, UPSTREAM_KEY, key))
             .transpose()?;
         let config = tls::client_config(&trust, identity.as_ref(), true, rustls::DEFAULT_VERSIONS)
-            .map_err(|e| TlsConfigError::config("--upstream-cert and --upstream-key", e))?;
+            .map_err(|e| {
+                TlsConfigError::config(
+                    "kquota.proxy.upstream.ssl.certificate.location and \
+                     kquota.proxy.upstream.ssl.key.location (--upstream-cert and --upstream-key)",
+                    e,
+                )
+            })?;
         Ok(UpstreamTls {
             connector: TlsConnector::from(config),
         })
@@ -210,7 +223,7 @@ impl fmt::Display for TlsConfigError {
         match self {
             TlsConfigError::File(e) | TlsConfigError::Config(e) => e.fmt(f),
             TlsConfigError::NoClientCa => f.write_str(
-                "--tls-client-auth=requested or required needs --tls-client-ca, the CAs that verify client certificates",
+                "ssl.client.auth (--tls-client-auth) requested or required needs ssl.truststore.location (--tls-client-ca), the CAs that verify client certificates",
             ),
             TlsConfigError::KeyMismatch { what, source } => {
                 write!(f, "{what}: the certificate and the key do not belong together: {source}")
@@ -244,7 +257,15 @@ fn read(flag: &str, path: &Path) -> Result<String, TlsConfigError> {
     })
 }
 
-/// `flag=path`, how errors about a file's content name it.
+// How errors name each file: by its setting and the binary's flag for it.
+const TLS_CERT: &str = "kquota.proxy.ssl.certificate.location (--tls-cert)";
+const TLS_KEY: &str = "kquota.proxy.ssl.key.location (--tls-key)";
+const TLS_CLIENT_CA: &str = "ssl.truststore.location (--tls-client-ca)";
+const UPSTREAM_CA: &str = "kquota.proxy.upstream.ssl.truststore.location (--upstream-ca)";
+const UPSTREAM_CERT: &str = "kquota.proxy.upstream.ssl.certificate.location (--upstream-cert)";
+const UPSTREAM_KEY: &str = "kquota.proxy.upstream.ssl.key.location (--upstream-key)";
+
+/// `setting=path`, how errors about a file's content name it.
 fn setting(flag: &str, path: &Path) -> String {
     format!("{flag}={}", path.display())
 }
@@ -1107,20 +1128,26 @@ mod tests {
         };
         let e = server(&missing, &pki.server_key, None, ClientAuth::None);
         assert!(
-            e.starts_with(&format!("--tls-cert={}: cannot read", missing.display())),
+            e.starts_with(&format!(
+                "kquota.proxy.ssl.certificate.location (--tls-cert)={}: cannot read",
+                missing.display()
+            )),
             "{e}"
         );
         let e = server(&junk, &pki.server_key, None, ClientAuth::None);
         assert!(
             e.starts_with(&format!(
-                "--tls-cert={}: no PEM certificate",
+                "kquota.proxy.ssl.certificate.location (--tls-cert)={}: no PEM certificate",
                 junk.display()
             )),
             "{e}"
         );
         let e = server(&pki.server_cert, &junk, None, ClientAuth::None);
         assert!(
-            e.starts_with(&format!("--tls-key={}: no usable", junk.display())),
+            e.starts_with(&format!(
+                "kquota.proxy.ssl.key.location (--tls-key)={}: no usable",
+                junk.display()
+            )),
             "{e}"
         );
         let e = server(&pki.server_cert, &encrypted, None, ClientAuth::None);
@@ -1135,7 +1162,10 @@ mod tests {
             ClientAuth::Required,
         );
         assert!(
-            e.starts_with(&format!("--tls-client-ca={}", junk.display())),
+            e.starts_with(&format!(
+                "ssl.truststore.location (--tls-client-ca)={}",
+                junk.display()
+            )),
             "{e}"
         );
         let e = server(
@@ -1153,14 +1183,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with(&format!("--upstream-ca={}: cannot read", missing.display())),
+            e.starts_with(&format!(
+                "kquota.proxy.upstream.ssl.truststore.location (--upstream-ca)={}: cannot read",
+                missing.display()
+            )),
             "{e}"
         );
         let e = UpstreamTls::from_files(&pki.ca, Some((pki.client_cert.as_path(), junk.as_path())))
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with(&format!("--upstream-key={}", junk.display())),
+            e.starts_with(&format!(
+                "kquota.proxy.upstream.ssl.key.location (--upstream-key)={}",
+                junk.display()
+            )),
             "{e}"
         );
         // A certificate and key in one file serve as both.

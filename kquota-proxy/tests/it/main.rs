@@ -7,4 +7,5 @@ mod enforce;
 mod fake;
 mod hostile;
 mod proxy;
+mod settings;
 mod tls;

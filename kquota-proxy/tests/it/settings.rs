@@ -1,0 +1,182 @@
+//! The `kquota-proxy` binary's settings: `--config FILE` (a Java properties file of the keys in
+//! `kquota_proxy::SETTINGS`) and the flags, which win over it; a setting that cannot work stops
+//! the binary with one line naming where it came from, and exit status 2.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use kquota_proxy::SETTINGS;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kquota-proxy");
+
+/// A properties file in the temporary directory, removed when dropped.
+struct File(PathBuf);
+
+impl File {
+    fn new(text: &str) -> File {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "kquota-proxy-it-settings-{}-{}.properties",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::write(&path, text).unwrap();
+        File(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Runs the binary to its end (a setting refused ends it at once).
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run kquota-proxy")
+}
+
+/// What the binary printed on stderr, when it exited with status 2.
+fn refusal(args: &[&str]) -> String {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    stderr
+}
+
+#[test]
+fn a_bad_config_file_stops_the_proxy_naming_the_file_the_line_and_the_key() {
+    let head = "# the proxy\nkquota.proxy.upstream=127.0.0.1:1\n";
+    let mut cases =
+        vec![
+        (
+            "max.connections=0\n",
+            "line 3: max.connections=0: must be a whole number ≥ 1",
+        ),
+        (
+            "kquota.proxy.listen.base = 19000\n",
+            "line 3: kquota.proxy.listen.base=19000: must be an IP address and a port, IP:PORT \
+             (IPv6 in brackets: [::1]:9092)",
+        ),
+        ("max.conections=5\n", "line 3: unknown setting 'max.conections'"),
+        (
+            "super.users User:admin\n",
+            "line 3: expected key=value, got 'super.users' followed by a space; kquota-proxy \
+             needs '=' or ':' between a key and its value",
+        ),
+        (
+            "kquota.proxy.listen.base=127.0.0.1:0\nssl.client.auth=required\n",
+            "line 4: ssl.client.auth (--tls-client-auth) needs \
+             kquota.proxy.ssl.certificate.location (--tls-cert)",
+        ),
+    ];
+    if !cfg!(feature = "cluster") {
+        cases.push((
+            "kquota.cluster.bootstrap.servers=kafka:9092\n",
+            "line 3: kquota.cluster.bootstrap.servers=kafka:9092: this kquota-proxy was built \
+             without the `cluster` feature (build it with `--features cluster`)",
+        ));
+    }
+    for (tail, why) in cases {
+        let file = File::new(&format!("{head}{tail}"));
+        assert_eq!(
+            refusal(&["--config", file.path()]),
+            format!("kquota-proxy: {}: {why}\n", file.path()),
+        );
+    }
+}
+
+#[test]
+fn a_config_file_that_cannot_be_read_is_named() {
+    let file = File::new("");
+    let missing = format!("{}.missing", file.path());
+    let stderr = refusal(&["--config", &missing]);
+    assert!(
+        stderr.starts_with(&format!("kquota-proxy: cannot read {missing}: ")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_flag_is_named_with_its_key() {
+    assert_eq!(
+        refusal(&["--upstream", "127.0.0.1:1", "--max-in-flight", "0"]),
+        "kquota-proxy: --max-in-flight: kquota.proxy.max.in.flight.requests=0: must be a whole \
+         number ≥ 1\n"
+    );
+    assert_eq!(
+        refusal(&["--listen-base", "127.0.0.1:0"]),
+        "kquota-proxy: kquota.proxy.upstream (--upstream) is required\n"
+    );
+}
+
+#[test]
+fn a_flag_wins_over_the_file_and_the_proxy_serves() {
+    // 203.0.113.0/24 is TEST-NET-3: no host has it, so the file's listener cannot be bound.
+    let file = File::new(
+        "kquota.proxy.upstream=127.0.0.1:1\n\
+         kquota.proxy.listen=203.0.113.1:9092\n\
+         kquota.proxy.listen.base=127.0.0.1:0\n\
+         kquota.proxy.store.enable=false\n",
+    );
+    let stderr = refusal(&["--config", file.path()]);
+    assert!(
+        stderr.starts_with("kquota-proxy: cannot listen on 203.0.113.1:9092: "),
+        "{stderr}"
+    );
+
+    let mut child = Command::new(BIN)
+        .args(["--config", file.path(), "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kquota-proxy");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    let serving = loop {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(line) if line.contains("kquota-proxy serving") => break Some(line),
+            Ok(line) => seen.push(line),
+            Err(_) => break None,
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let serving = serving.unwrap_or_else(|| panic!("never served: {seen:?}"));
+    assert!(serving.contains("listen=127.0.0.1:"), "{serving}");
+}
+
+#[test]
+fn help_lists_every_setting_and_its_flag() {
+    let out = run(&["--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for s in SETTINGS {
+        assert!(help.contains(s.key), "--help does not name {}", s.key);
+        assert!(
+            help.contains(&format!("{} ", s.flag)) || help.contains(&format!("{}\n", s.flag)),
+            "--help does not list {}",
+            s.flag
+        );
+    }
+    assert!(help.contains("--config <FILE>"), "{help}");
+}
