@@ -14,7 +14,8 @@ use kafka_protocol::messages::{
     ProduceResponse, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use kquota_wire::{ReadResult, Reader};
+
+use crate::walk;
 
 /// Kafka's THROTTLING_QUOTA_EXCEEDED error code.
 pub(crate) const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
@@ -152,7 +153,7 @@ impl MutationRequest {
         let key = ApiKey::try_from(api_key).ok()?;
         // kafka-protocol reserves every array's count before it reads an element: only a request
         // whose counts the bounded walk has checked against its bytes is handed to it.
-        walk_mutation(key, version, frame).ok()?;
+        walk::mutation_request(key, version, frame).ok()?;
         let mut b = frame.clone();
         let header = RequestHeader::decode(&mut b, key.request_header_version(version)).ok()?;
         let body = match key {
@@ -329,69 +330,6 @@ impl MutationRequest {
     }
 }
 
-/// Walks a CreateTopics, CreatePartitions or DeleteTopics request (`frame`: its bytes after the
-/// size prefix) with the bounded reader, as kafka-protocol will decode it: every array count is
-/// checked against the bytes left, so that the decoder never reserves more than the frame holds.
-fn walk_mutation(key: ApiKey, version: i16, frame: &[u8]) -> ReadResult<()> {
-    let mut r = Reader::new(frame);
-    r.take(8, "request header")?; // api key, version, correlation id
-    r.string(false, true, "client_id")?;
-    if key.request_header_version(version) >= 2 {
-        r.tagged_fields("request header tagged fields")?;
-    }
-    let flexible = match key {
-        ApiKey::CreateTopics => version >= 5,
-        ApiKey::CreatePartitions => version >= 2,
-        ApiKey::DeleteTopics => version >= 4,
-        _ => return Ok(()),
-    };
-    let c = flexible;
-    let tags = |r: &mut Reader<'_>, what| if c { r.tagged_fields(what) } else { Ok(()) };
-    match key {
-        ApiKey::CreateTopics => {
-            r.each(c, false, "topics", |r| {
-                r.string(c, false, "name")?;
-                r.take(6, "num_partitions, replication_factor")?;
-                r.each(c, false, "assignments", |r| {
-                    r.i32("partition_index")?;
-                    r.each(c, false, "broker_ids", |r| r.i32("broker_id").map(drop))?;
-                    tags(r, "assignment tagged fields")
-                })?;
-                r.each(c, false, "configs", |r| {
-                    r.string(c, false, "name")?;
-                    r.string(c, true, "value")?;
-                    tags(r, "config tagged fields")
-                })?;
-                tags(r, "topic tagged fields")
-            })?;
-        }
-        ApiKey::CreatePartitions => {
-            r.each(c, false, "topics", |r| {
-                r.string(c, false, "name")?;
-                r.i32("count")?;
-                r.each(c, true, "assignments", |r| {
-                    r.each(c, false, "broker_ids", |r| r.i32("broker_id").map(drop))?;
-                    tags(r, "assignment tagged fields")
-                })?;
-                tags(r, "topic tagged fields")
-            })?;
-        }
-        _ if version >= 6 => {
-            r.each(c, false, "topics", |r| {
-                r.string(c, true, "name")?;
-                r.take(16, "topic_id")?;
-                tags(r, "topic tagged fields")
-            })?;
-        }
-        _ => {
-            r.each(c, false, "topic_names", |r| {
-                r.string(c, false, "name").map(drop)
-            })?;
-        }
-    }
-    Ok(())
-}
-
 /// A mutation request with topics refused.
 #[derive(Debug)]
 pub(crate) enum Split {
@@ -468,6 +406,8 @@ pub(crate) fn merge_refused(
     throttle_ms: u64,
 ) -> Option<Bytes> {
     let key = ApiKey::try_from(api_key).ok()?;
+    // The broker's bytes are walked before kafka-protocol reserves any count of theirs.
+    walk::response(key, version, frame).ok()?;
     let mut b = frame.clone();
     let header = ResponseHeader::decode(&mut b, key.response_header_version(version)).ok()?;
     let mut answer = match key {
@@ -574,6 +514,7 @@ pub(crate) fn raise_throttle(
     // Produce keeps it after its partitions: the response is decoded and encoded again (small:
     // no records in it).
     let key = ApiKey::Produce;
+    walk::response(key, version, frame).map_err(drop)?;
     let mut body = frame.clone();
     let header =
         ResponseHeader::decode(&mut body, key.response_header_version(version)).map_err(|_| ())?;

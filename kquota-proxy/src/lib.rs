@@ -69,6 +69,7 @@ mod server;
 mod settings;
 mod shared;
 mod tls;
+mod walk;
 
 // The public interface: what the `kquota-proxy` binary, or a host embedding the proxy, needs.
 //

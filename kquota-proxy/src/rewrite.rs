@@ -18,6 +18,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 use kquota_wire::SUPPORTED_APIS;
 
+use crate::walk;
+
 /// Produce responses carry `node_endpoints` from this version (KIP-951).
 pub(crate) const PRODUCE_ENDPOINTS_FROM: i16 = 10;
 /// Fetch responses carry `node_endpoints` from this version (KIP-951).
@@ -118,13 +120,15 @@ pub(crate) fn rewrite(
     if rewritten_max(api_key).is_some_and(|max| version > max) {
         return Err(RewriteError::Version);
     }
+    walk::response_header(key, version, frame)
+        .map_err(|e| RewriteError::Decode(format!("header: {e}")))?;
     let mut body = frame.clone();
     ResponseHeader::decode(&mut body, key.response_header_version(version))
         .map_err(|e| RewriteError::Decode(format!("header: {e:#}")))?;
     let header = &frame[..frame.len() - body.len()];
     match key {
         ApiKey::Metadata => {
-            let mut r: MetadataResponse = decode(&mut body, version)?;
+            let mut r: MetadataResponse = decode(key, &mut body, version)?;
             for t in r.topics.iter().filter(|t| t.error_code == 0) {
                 let name = t.name.as_ref().map(|n| n.0.as_str());
                 let partitions = u32::try_from(t.partitions.len()).unwrap_or(u32::MAX);
@@ -136,7 +140,7 @@ pub(crate) fn rewrite(
             encode(header, &r, version).map(Some)
         }
         ApiKey::FindCoordinator => {
-            let mut r: FindCoordinatorResponse = decode(&mut body, version)?;
+            let mut r: FindCoordinatorResponse = decode(key, &mut body, version)?;
             if version < 4 {
                 if r.node_id.0 >= 0 {
                     (r.host, r.port) = replace(advertise, r.node_id.0, &r.host, r.port)?;
@@ -151,7 +155,7 @@ pub(crate) fn rewrite(
             encode(header, &r, version).map(Some)
         }
         ApiKey::DescribeCluster => {
-            let mut r: DescribeClusterResponse = decode(&mut body, version)?;
+            let mut r: DescribeClusterResponse = decode(key, &mut body, version)?;
             // endpoint_type 2 lists controllers, whose node ids may be the brokers' own: a broker
             // refuses that request, and its answer is forwarded as it is.
             if r.endpoint_type != 1 {
@@ -163,7 +167,7 @@ pub(crate) fn rewrite(
             encode(header, &r, version).map(Some)
         }
         ApiKey::Produce => {
-            let mut r: ProduceResponse = decode(&mut body, version)?;
+            let mut r: ProduceResponse = decode(key, &mut body, version)?;
             if r.node_endpoints.is_empty() {
                 return Ok(None);
             }
@@ -173,7 +177,7 @@ pub(crate) fn rewrite(
             encode(header, &r, version).map(Some)
         }
         ApiKey::Fetch => {
-            let mut r: FetchResponse = decode(&mut body, version)?;
+            let mut r: FetchResponse = decode(key, &mut body, version)?;
             if r.node_endpoints.is_empty() {
                 return Ok(None);
             }
@@ -205,12 +209,12 @@ fn cap_api_versions(
     version: i16,
 ) -> Result<Option<Bytes>, RewriteError> {
     let mut at_version = body.clone();
-    let mut r: ApiVersionsResponse = match decode(&mut at_version, version) {
+    let mut r: ApiVersionsResponse = match decode(ApiKey::ApiVersions, &mut at_version, version) {
         Ok(r) => r,
         Err(e) => {
             // A broker answers a version it does not serve in the v0 layout.
             let mut v0 = body;
-            return match decode::<ApiVersionsResponse>(&mut v0, 0) {
+            return match decode::<ApiVersionsResponse>(ApiKey::ApiVersions, &mut v0, 0) {
                 Ok(r) if r.error_code == UNSUPPORTED_VERSION => Ok(None),
                 _ => Err(e),
             };
@@ -275,7 +279,10 @@ pub(crate) fn unsupported_api_versions(correlation_id: i32) -> Bytes {
     encode(&correlation_id.to_be_bytes(), &r, 0).expect("a v0 ApiVersions response encodes")
 }
 
-fn decode<M: Decodable>(body: &mut Bytes, version: i16) -> Result<M, RewriteError> {
+/// The body of a `key` response at `version`, decoded once its bounded walk has succeeded:
+/// kafka-protocol reserves every array's count before it reads an element.
+fn decode<M: Decodable>(key: ApiKey, body: &mut Bytes, version: i16) -> Result<M, RewriteError> {
+    walk::response_body(key, version, body).map_err(|e| RewriteError::Decode(e.to_string()))?;
     let m = M::decode(body, version).map_err(|e| RewriteError::Decode(format!("{e:#}")))?;
     if body.has_remaining() {
         return Err(RewriteError::Trailing(body.remaining()));
