@@ -92,6 +92,23 @@ pub(crate) struct SaslNote {
     authenticates: Option<String>,
 }
 
+impl SaslNote {
+    /// The request's API (SaslHandshake or SaslAuthenticate).
+    pub(crate) fn api_key(&self) -> i16 {
+        self.api_key
+    }
+
+    /// The request's version.
+    pub(crate) fn version(&self) -> i16 {
+        self.version
+    }
+
+    /// The user a success of this step authenticates.
+    pub(crate) fn user(&self) -> Option<&str> {
+        self.authenticates.as_deref()
+    }
+}
+
 /// A SASL request the proxy cannot read: the connection must close.
 #[derive(Debug)]
 pub(crate) struct IdentityError(String);

@@ -60,6 +60,8 @@ mod config;
 mod connection;
 mod enforce;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod header;
 mod identity;
 mod metrics;

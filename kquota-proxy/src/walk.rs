@@ -562,3 +562,237 @@ pub(crate) fn mutation_request_len(key: ApiKey, version: i16, frame: &[u8]) -> R
     Ok(r.position())
 }
 
+#[cfg(test)]
+mod tests {
+    use bytes::{BufMut, Bytes, BytesMut};
+    use kafka_protocol::messages::fetch_response::PartitionData;
+    use kafka_protocol::messages::{ApiKey, FetchResponse};
+    use kafka_protocol::protocol::Encodable;
+
+    use super::*;
+    use crate::enforce::{self, MutationRequest, Refused};
+    use crate::fuzzing::{
+        decoded_request_len, decoded_response_len, sample_request, sample_response, REQUESTS,
+        RESPONSES,
+    };
+    use crate::rewrite::{self, RewriteError, FETCH_ENDPOINTS_FROM};
+
+    /// The largest counts each encoding carries: 2^31 - 1, and 2^32 - 2 as a compact count.
+    const HUGE: [&[u8]; 2] = [&[0x7f, 0xff, 0xff, 0xff], &[0xff, 0xff, 0xff, 0xff, 0x07]];
+
+    fn key(api_key: i16) -> ApiKey {
+        ApiKey::try_from(api_key).unwrap()
+    }
+
+    fn every_response(n: usize) -> impl Iterator<Item = (ApiKey, i16, Bytes)> {
+        RESPONSES.iter().flat_map(move |&(k, min, max)| {
+            (min..=max).map(move |v| {
+                let frame = sample_response(k, v, n).unwrap_or_else(|| panic!("{k} v{v}"));
+                (key(k), v, Bytes::from(frame))
+            })
+        })
+    }
+
+    fn every_mutation_request(n: usize) -> impl Iterator<Item = (ApiKey, i16, Bytes)> {
+        REQUESTS
+            .iter()
+            .filter(|r| {
+                matches!(
+                    key(r.0),
+                    ApiKey::CreateTopics | ApiKey::CreatePartitions | ApiKey::DeleteTopics
+                )
+            })
+            .flat_map(move |&(k, min, max)| {
+                (min..=max).map(move |v| {
+                    let frame = sample_request(k, v, n).unwrap_or_else(|| panic!("{k} v{v}"));
+                    (key(k), v, Bytes::from(frame))
+                })
+            })
+    }
+
+    #[test]
+    fn every_response_kafka_protocol_encodes_walks_to_its_end() {
+        // Every array empty, holding one element, and two; every known tagged field set, and an
+        // unknown one in flexible versions.
+        let mut seen = 0;
+        for n in 0..=2 {
+            for (key, v, frame) in every_response(n) {
+                assert_eq!(
+                    response_len(key, v, &frame),
+                    Ok(frame.len()),
+                    "{key:?} v{v}, {n} of each"
+                );
+                assert_eq!(decoded_response_len(key, v, &frame), Some(frame.len()));
+                seen += 1;
+            }
+        }
+        // Produce 3-13, Fetch 4-18, Metadata 0-13, FindCoordinator 0-6, ApiVersions 0-4,
+        // CreateTopics 2-7, DeleteTopics 1-6, CreatePartitions 0-3, DescribeCluster 0-2.
+        assert_eq!(seen, 3 * (11 + 15 + 14 + 7 + 5 + 6 + 6 + 4 + 3));
+    }
+
+    #[test]
+    fn every_mutation_request_kafka_protocol_encodes_walks_to_its_end() {
+        for n in 0..=2 {
+            for (key, v, frame) in every_mutation_request(n) {
+                assert_eq!(
+                    mutation_request_len(key, v, &frame),
+                    Ok(frame.len()),
+                    "{key:?} v{v}, {n} of each"
+                );
+                assert_eq!(decoded_request_len(key, v, &frame), Some(frame.len()));
+                assert!(MutationRequest::decode(key as i16, v, &frame).is_some());
+            }
+        }
+    }
+
+    /// Everything the proxy does with a broker's answer that decodes it: the rewrite, the raised
+    /// Produce throttle, the merged mutation answer (and, for the Fetch versions the proxy
+    /// forwards as they are, the walk and the decode it would take). True if the walk let it
+    /// through.
+    fn decode_path(key: ApiKey, v: i16, frame: &Bytes) -> bool {
+        let k = key as i16;
+        let mut any = |_: i32, host: &str, port: i32| Ok((host.to_owned(), port));
+        if rewrite::needs_rewrite(k, v) {
+            let _ = rewrite::rewrite(k, v, frame, &mut any);
+        }
+        match key {
+            ApiKey::Produce => drop(enforce::raise_throttle(k, v, frame, u64::MAX)),
+            ApiKey::CreateTopics | ApiKey::CreatePartitions | ApiKey::DeleteTopics => {
+                drop(enforce::merge_refused(k, v, frame, Refused::default(), 1));
+            }
+            ApiKey::Fetch if v < FETCH_ENDPOINTS_FROM && response(key, v, frame).is_ok() => {
+                decoded_response_len(key, v, frame);
+            }
+            _ => {}
+        }
+        response(key, v, frame).is_ok()
+    }
+
+    /// `frame` with the bytes at `at` made into `huge` (cut at the frame's end).
+    fn overwritten(frame: &[u8], at: usize, huge: &[u8]) -> Bytes {
+        let mut bad = frame.to_vec();
+        let end = (at + huge.len()).min(bad.len());
+        bad[at..end].copy_from_slice(&huge[..end - at]);
+        Bytes::from(bad)
+    }
+
+    #[test]
+    fn a_count_larger_than_the_frame_never_reaches_the_decoder() {
+        // Every place in every answer made into the largest count either encoding carries: the
+        // decode path must give up (or read a field that is no count), never reserve it. Without
+        // the walks this aborts the test binary ("memory allocation of ... bytes failed").
+        for (key, v, frame) in every_response(1) {
+            assert!(
+                decode_path(key, v, &frame),
+                "{key:?} v{v} as Kafka sends it"
+            );
+            let mut refused = 0;
+            for huge in HUGE {
+                for at in 4..frame.len() {
+                    if !decode_path(key, v, &overwritten(&frame, at, huge)) {
+                        refused += 1;
+                    }
+                }
+            }
+            assert!(refused > 0, "{key:?} v{v}");
+        }
+        for (key, v, frame) in every_mutation_request(1) {
+            for huge in HUGE {
+                for at in 8..frame.len() {
+                    let bad = overwritten(&frame, at, huge);
+                    let _ = MutationRequest::decode(key as i16, v, &bad);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_known_tagged_field_that_lies_about_its_size_is_refused() {
+        // ApiVersions v3: no api keys, then two tagged fields. finalized_features_epoch (tag 1)
+        // says it is 0 bytes; kafka-protocol reads its 8 anyway, from the next field, and then
+        // reads a supported_features (tag 0) hidden in that field's value, whose count is
+        // 2^32 - 2. Taken at its size, the walk would skip both.
+        let mut frame = BytesMut::new();
+        frame.put_i32(7); // correlation id (ApiVersions answers with header v0)
+        frame.put_i16(0); // error_code
+        frame.put_u8(1); // api_keys: empty
+        frame.put_i32(0); // throttle_time_ms
+        frame.put_u8(2); // two tagged fields
+        frame.put_slice(&[1, 0]); // tag 1, 0 bytes
+        frame.put_slice(&[99, 13]); // tag 99, 13 bytes:
+        frame.put_slice(&[0; 6]); //   the rest of what the decoder takes for tag 1's i64,
+        frame.put_slice(&[0, 5, 0xff, 0xff, 0xff, 0xff, 0x0f]); //   tag 0, 5 bytes: a count
+        let frame = frame.freeze();
+        assert!(response(ApiKey::ApiVersions, 3, &frame).is_err());
+        let mut any = |_: i32, host: &str, port: i32| Ok((host.to_owned(), port));
+        assert!(matches!(
+            rewrite::rewrite(18, 3, &frame, &mut any),
+            Err(RewriteError::Decode(_))
+        ));
+        // A value longer than its field's size is refused too.
+        let mut long = BytesMut::from(&frame[..11]);
+        long.put_slice(&[1, 1, 9]); // one tagged field: tag 1, 9 bytes
+        long.put_i64(12);
+        long.put_u8(0);
+        assert!(response(ApiKey::ApiVersions, 3, &long).is_err());
+        // And one of the right size is what Kafka sends.
+        let mut right = BytesMut::from(&frame[..11]);
+        right.put_slice(&[1, 1, 8]);
+        right.put_i64(12);
+        assert_eq!(
+            response_len(ApiKey::ApiVersions, 3, &right),
+            Ok(right.len())
+        );
+    }
+
+    #[test]
+    fn nulls_walk_where_kafka_protocol_takes_them() {
+        for v in 4..=18 {
+            let partition = PartitionData::default()
+                .with_aborted_transactions(None)
+                .with_records(None);
+            let topic = kafka_protocol::messages::fetch_response::FetchableTopicResponse::default()
+                .with_partitions(vec![partition]);
+            let m = FetchResponse::default().with_responses(vec![topic]);
+            let mut frame = BytesMut::new();
+            frame.put_i32(7);
+            if v >= 12 {
+                frame.put_u8(0);
+            }
+            m.encode(&mut frame, v).unwrap();
+            assert_eq!(
+                response_len(ApiKey::Fetch, v, &frame),
+                Ok(frame.len()),
+                "v{v}"
+            );
+            assert_eq!(
+                decoded_response_len(ApiKey::Fetch, v, &frame),
+                Some(frame.len())
+            );
+        }
+    }
+
+    #[test]
+    fn versions_and_apis_kafka_protocol_does_not_decode_are_refused() {
+        let frame = sample_response(ApiKey::Metadata as i16, 13, 1).unwrap();
+        assert!(response(ApiKey::Metadata, 14, &frame).is_err());
+        assert!(response(ApiKey::Metadata, -1, &frame).is_err());
+        assert!(response(ApiKey::Produce, 2, &frame).is_err());
+        assert!(response(ApiKey::ListOffsets, 1, &frame).is_err());
+        assert!(mutation_request(ApiKey::CreateTopics, 1, &frame).is_err());
+        assert!(mutation_request(ApiKey::Metadata, 1, &frame).is_err());
+    }
+
+    #[test]
+    fn a_frame_cut_short_is_refused_at_every_length() {
+        for (key, v, frame) in every_response(1) {
+            for len in 0..frame.len() {
+                assert!(
+                    response(key, v, &frame[..len]).is_err(),
+                    "{key:?} v{v} at {len}"
+                );
+            }
+        }
+    }
+}

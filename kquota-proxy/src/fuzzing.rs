@@ -1,0 +1,984 @@
+//! Entry points for the fuzz targets in `fuzz/` (cargo-fuzz), which cannot reach the proxy's
+//! crate-private parsing and rewriting: each function here runs one of those paths on arbitrary
+//! bytes and asserts what must hold of its result. This module exists only for the fuzz targets
+//! (and the unit tests that share its sample messages); it is not a stable API.
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    api_versions_response, create_partitions_request, create_partitions_response,
+    create_topics_request, create_topics_response, delete_topics_request, delete_topics_response,
+    describe_cluster_response, fetch_response, find_coordinator_response, metadata_response,
+    produce_response, ApiKey, ApiVersionsResponse, BrokerId, CreatePartitionsRequest,
+    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, DescribeClusterResponse, FetchRequest as KFetchRequest, FetchResponse,
+    FindCoordinatorResponse, MetadataResponse, ProduceResponse, ProducerId, RequestHeader,
+    ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kquota_wire::Principal;
+
+use crate::enforce::{self, FetchRequest, MutationRequest, PartitionCounts, Refused, Split};
+use crate::identity::{Identity, SaslNote};
+use crate::{header, rewrite, walk};
+
+/// Kafka's THROTTLING_QUOTA_EXCEEDED.
+const THROTTLED: i16 = enforce::THROTTLING_QUOTA_EXCEEDED;
+
+/// The responses the samples cover, as (api key, lowest version, highest version): every response
+/// the proxy decodes, at every version kafka-protocol decodes.
+pub const RESPONSES: [(i16, i16, i16); 9] = [
+    (ApiKey::Produce as i16, 3, 13),
+    (ApiKey::Fetch as i16, 4, 18),
+    (ApiKey::Metadata as i16, 0, 13),
+    (ApiKey::FindCoordinator as i16, 0, 6),
+    (ApiKey::ApiVersions as i16, 0, 4),
+    (ApiKey::CreateTopics as i16, 2, 7),
+    (ApiKey::DeleteTopics as i16, 1, 6),
+    (ApiKey::CreatePartitions as i16, 0, 3),
+    (ApiKey::DescribeCluster as i16, 0, 2),
+];
+
+/// The requests the samples cover, as (api key, lowest version, highest version): those the
+/// proxy reads past their header.
+pub const REQUESTS: [(i16, i16, i16); 5] = [
+    (ApiKey::Produce as i16, 3, 13),
+    (ApiKey::Fetch as i16, 4, 18),
+    (ApiKey::CreateTopics as i16, 2, 7),
+    (ApiKey::DeleteTopics as i16, 1, 6),
+    (ApiKey::CreatePartitions as i16, 0, 3),
+];
+
+fn s(text: &'static str) -> StrBytes {
+    StrBytes::from_static_str(text)
+}
+
+fn topic(i: usize) -> TopicName {
+    TopicName(StrBytes::from_string(format!("topic-{i}")))
+}
+
+/// An unknown tagged field, for the samples of flexible versions (the walk must skip it).
+fn unknown(flexible: bool) -> std::collections::BTreeMap<i32, Bytes> {
+    let mut tags = std::collections::BTreeMap::new();
+    if flexible {
+        tags.insert(99, Bytes::from_static(b"unknown"));
+    }
+    tags
+}
+
+/// `n` of `f(i)`.
+fn n_of<T>(n: usize, f: impl FnMut(usize) -> T) -> Vec<T> {
+    (0..n).map(f).collect()
+}
+
+/// A response frame (its bytes after the size prefix, correlation id 7) to `api_key` at
+/// `version`, as kafka-protocol encodes it, with every array holding `n` elements and every
+/// field of the version set (known tagged fields too, and an unknown one in flexible versions);
+/// `None` for an API or version outside [`RESPONSES`].
+pub fn sample_response(api_key: i16, version: i16, n: usize) -> Option<Vec<u8>> {
+    let key = ApiKey::try_from(api_key).ok()?;
+    let (_, min, max) = RESPONSES.iter().find(|r| r.0 == api_key)?;
+    if !(*min..=*max).contains(&version) {
+        return None;
+    }
+    let v = version;
+    match key {
+        ApiKey::Metadata => response_frame(key, v, &sample_metadata(v, n)),
+        ApiKey::FindCoordinator => response_frame(key, v, &sample_find_coordinator(v, n)),
+        ApiKey::DescribeCluster => response_frame(key, v, &sample_describe_cluster(v, n)),
+        ApiKey::Produce => response_frame(key, v, &sample_produce(v, n)),
+        ApiKey::Fetch => response_frame(key, v, &sample_fetch(v, n)),
+        ApiKey::ApiVersions => response_frame(key, v, &sample_api_versions(v, n)),
+        ApiKey::CreateTopics => response_frame(key, v, &sample_create_topics(v, n)),
+        ApiKey::CreatePartitions => response_frame(key, v, &sample_create_partitions(v, n)),
+        ApiKey::DeleteTopics => response_frame(key, v, &sample_delete_topics(v, n)),
+        _ => None,
+    }
+}
+
+/// `message` after a response header with correlation id 7.
+fn response_frame<M: Encodable>(key: ApiKey, v: i16, message: &M) -> Option<Vec<u8>> {
+    let mut out = BytesMut::new();
+    ResponseHeader::default()
+        .with_correlation_id(7)
+        .encode(&mut out, key.response_header_version(v))
+        .ok()?;
+    message.encode(&mut out, v).ok()?;
+    Some(out.to_vec())
+}
+
+fn sample_metadata(v: i16, n: usize) -> MetadataResponse {
+    use metadata_response::{
+        MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    };
+    let c = v >= 9;
+    let ids = || n_of(n, |i| BrokerId(i as i32 + 1));
+    let partition = |i: usize| {
+        let mut p = MetadataResponsePartition::default()
+            .with_partition_index(i as i32)
+            .with_leader_id(BrokerId(1))
+            .with_replica_nodes(ids())
+            .with_isr_nodes(ids());
+        if v >= 7 {
+            p.leader_epoch = 4;
+        }
+        if v >= 5 {
+            p.offline_replicas = ids();
+        }
+        p.unknown_tagged_fields = unknown(c);
+        p
+    };
+    let topic = |i: usize| {
+        let mut t = MetadataResponseTopic::default()
+            .with_name(Some(topic(i)))
+            .with_partitions(n_of(n, partition));
+        t.is_internal = v >= 1;
+        if v >= 8 {
+            t.topic_authorized_operations = 0x0ff8;
+        }
+        t.unknown_tagged_fields = unknown(c);
+        t
+    };
+    let broker = |i: usize| {
+        let mut b = MetadataResponseBroker::default()
+            .with_node_id(BrokerId(i as i32 + 1))
+            .with_host(s("kafka-1.internal"))
+            .with_port(9092);
+        if v >= 1 {
+            b.rack = Some(s("rack-a"));
+        }
+        b.unknown_tagged_fields = unknown(c);
+        b
+    };
+    let mut m = MetadataResponse::default()
+        .with_brokers(n_of(n, broker))
+        .with_topics(n_of(n, topic));
+    m.throttle_time_ms = if v >= 3 { 5 } else { 0 };
+    if v >= 2 {
+        m.cluster_id = Some(s("cluster-1"));
+    }
+    if v >= 1 {
+        m.controller_id = BrokerId(1);
+    }
+    if (8..=10).contains(&v) {
+        m.cluster_authorized_operations = 0x0ff8;
+    }
+    m.unknown_tagged_fields = unknown(c);
+    m
+}
+
+fn sample_find_coordinator(v: i16, n: usize) -> FindCoordinatorResponse {
+    let mut m = FindCoordinatorResponse::default();
+    if v >= 1 {
+        m.throttle_time_ms = 5;
+        m.error_message = Some(s("none"));
+    }
+    if v <= 3 {
+        m = m
+            .with_node_id(BrokerId(2))
+            .with_host(s("kafka-2.internal"))
+            .with_port(9092);
+    } else {
+        m.coordinators = n_of(n, |i| {
+            let mut c = find_coordinator_response::Coordinator::default()
+                .with_key(StrBytes::from_string(format!("group-{i}")))
+                .with_node_id(BrokerId(i as i32 + 1))
+                .with_host(s("kafka-1.internal"))
+                .with_port(9092)
+                .with_error_message(Some(s("none")));
+            c.unknown_tagged_fields = unknown(true);
+            c
+        });
+    }
+    m.unknown_tagged_fields = unknown(v >= 3);
+    m
+}
+
+fn sample_describe_cluster(v: i16, n: usize) -> DescribeClusterResponse {
+    let broker = |i: usize| {
+        let mut b = describe_cluster_response::DescribeClusterBroker::default()
+            .with_broker_id(BrokerId(i as i32 + 1))
+            .with_host(s("kafka-1.internal"))
+            .with_port(9092)
+            .with_rack(Some(s("rack-a")));
+        b.is_fenced = v >= 2;
+        b.unknown_tagged_fields = unknown(true);
+        b
+    };
+    let mut m = DescribeClusterResponse::default()
+        .with_throttle_time_ms(5)
+        .with_error_message(Some(s("none")))
+        .with_cluster_id(s("cluster-1"))
+        .with_controller_id(BrokerId(1))
+        .with_brokers(n_of(n, broker))
+        .with_cluster_authorized_operations(0x0ff8);
+    m.unknown_tagged_fields = unknown(true);
+    m
+}
+
+fn sample_produce(v: i16, n: usize) -> ProduceResponse {
+    use produce_response::{
+        BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+        TopicProduceResponse,
+    };
+    let c = v >= 9;
+    let partition = |i: usize| {
+        let mut p = PartitionProduceResponse::default()
+            .with_index(i as i32)
+            .with_error_code(6)
+            .with_base_offset(41)
+            .with_log_append_time_ms(1);
+        if v >= 5 {
+            p.log_start_offset = 3;
+        }
+        if v >= 8 {
+            p.record_errors = n_of(n, |b| {
+                let mut e = BatchIndexAndErrorMessage::default()
+                    .with_batch_index(b as i32)
+                    .with_batch_index_error_message(Some(s("bad record")));
+                e.unknown_tagged_fields = unknown(c);
+                e
+            });
+            p.error_message = Some(s("not leader"));
+        }
+        if v >= 10 {
+            p.current_leader = LeaderIdAndEpoch::default()
+                .with_leader_id(BrokerId(2))
+                .with_leader_epoch(9);
+        }
+        p.unknown_tagged_fields = unknown(c);
+        p
+    };
+    let topic = |i: usize| {
+        let mut t = TopicProduceResponse::default().with_partition_responses(n_of(n, partition));
+        if v <= 12 {
+            t.name = topic(i);
+        }
+        t.unknown_tagged_fields = unknown(c);
+        t
+    };
+    let mut m = ProduceResponse::default()
+        .with_responses(n_of(n, topic))
+        .with_throttle_time_ms(5);
+    if v >= 10 {
+        m.node_endpoints = n_of(n, |i| {
+            let mut e = NodeEndpoint::default()
+                .with_node_id(BrokerId(i as i32 + 1))
+                .with_host(s("kafka-1.internal"))
+                .with_port(9092)
+                .with_rack(Some(s("rack-a")));
+            e.unknown_tagged_fields = unknown(true);
+            e
+        });
+    }
+    m.unknown_tagged_fields = unknown(c);
+    m
+}
+
+fn sample_fetch(v: i16, n: usize) -> FetchResponse {
+    use fetch_response::{
+        AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
+        PartitionData, SnapshotId,
+    };
+    let c = v >= 12;
+    let partition = |i: usize| {
+        let mut p = PartitionData::default()
+            .with_partition_index(i as i32)
+            .with_high_watermark(100)
+            .with_last_stable_offset(90)
+            .with_aborted_transactions(Some(n_of(n, |t| {
+                let mut a = AbortedTransaction::default()
+                    .with_producer_id(ProducerId(t as i64))
+                    .with_first_offset(7);
+                a.unknown_tagged_fields = unknown(c);
+                a
+            })))
+            .with_records(Some(Bytes::from_static(b"record batches")));
+        if v >= 5 {
+            p.log_start_offset = 3;
+        }
+        if v >= 11 {
+            p.preferred_read_replica = BrokerId(2);
+        }
+        if c {
+            p.diverging_epoch = EpochEndOffset::default().with_epoch(3).with_end_offset(50);
+            p.current_leader = LeaderIdAndEpoch::default()
+                .with_leader_id(BrokerId(2))
+                .with_leader_epoch(9);
+            p.snapshot_id = SnapshotId::default().with_end_offset(8).with_epoch(1);
+        }
+        p.unknown_tagged_fields = unknown(c);
+        p
+    };
+    let topic = |i: usize| {
+        let mut t = FetchableTopicResponse::default().with_partitions(n_of(n, partition));
+        if v <= 12 {
+            t.topic = topic(i);
+        }
+        t.unknown_tagged_fields = unknown(c);
+        t
+    };
+    let mut m = FetchResponse::default()
+        .with_throttle_time_ms(5)
+        .with_responses(n_of(n, topic));
+    if v >= 7 {
+        m.session_id = 1234;
+    }
+    if v >= 16 {
+        m.node_endpoints = n_of(n, |i| {
+            let mut e = NodeEndpoint::default()
+                .with_node_id(BrokerId(i as i32 + 1))
+                .with_host(s("kafka-1.internal"))
+                .with_port(9092)
+                .with_rack(Some(s("rack-a")));
+            e.unknown_tagged_fields = unknown(true);
+            e
+        });
+    }
+    m.unknown_tagged_fields = unknown(c);
+    m
+}
+
+fn sample_api_versions(v: i16, n: usize) -> ApiVersionsResponse {
+    use api_versions_response::{ApiVersion, FinalizedFeatureKey, SupportedFeatureKey};
+    let c = v >= 3;
+    // Produce, Fetch, ListOffsets...: APIs the proxy caps as well as others.
+    let mut m = ApiVersionsResponse::default().with_api_keys(n_of(n, |i| {
+        let mut a = ApiVersion::default()
+            .with_api_key(i as i16)
+            .with_min_version(0)
+            .with_max_version(30);
+        a.unknown_tagged_fields = unknown(c);
+        a
+    }));
+    if v >= 1 {
+        m.throttle_time_ms = 5;
+    }
+    if c {
+        m.supported_features = n_of(n, |_| {
+            let mut f = SupportedFeatureKey::default()
+                .with_name(s("metadata.version"))
+                .with_min_version(1)
+                .with_max_version(20);
+            f.unknown_tagged_fields = unknown(true);
+            f
+        });
+        m.finalized_features_epoch = 12;
+        m.finalized_features = n_of(n, |_| {
+            let mut f = FinalizedFeatureKey::default()
+                .with_name(s("metadata.version"))
+                .with_max_version_level(20)
+                .with_min_version_level(20);
+            f.unknown_tagged_fields = unknown(true);
+            f
+        });
+        m.zk_migration_ready = true;
+    }
+    m.unknown_tagged_fields = unknown(c);
+    m
+}
+
+fn sample_create_topics(v: i16, n: usize) -> CreateTopicsResponse {
+    use create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+    let c = v >= 5;
+    let result = |i: usize| {
+        let mut t = CreatableTopicResult::default()
+            .with_name(topic(i))
+            .with_error_code(36)
+            .with_error_message(Some(s("exists")));
+        if c {
+            t.num_partitions = 3;
+            t.replication_factor = 2;
+            t.topic_config_error_code = 29;
+            t.configs = Some(n_of(n, |_| {
+                let mut k = CreatableTopicConfigs::default()
+                    .with_name(s("retention.ms"))
+                    .with_value(Some(s("1")))
+                    .with_read_only(true)
+                    .with_config_source(5)
+                    .with_is_sensitive(true);
+                k.unknown_tagged_fields = unknown(true);
+                k
+            }));
+        }
+        t.unknown_tagged_fields = unknown(c);
+        t
+    };
+    let mut m = CreateTopicsResponse::default()
+        .with_throttle_time_ms(5)
+        .with_topics(n_of(n, result));
+    m.unknown_tagged_fields = unknown(c);
+    m
+}
+
+fn sample_create_partitions(v: i16, n: usize) -> CreatePartitionsResponse {
+    let c = v >= 2;
+    let mut m = CreatePartitionsResponse::default()
+        .with_throttle_time_ms(5)
+        .with_results(n_of(n, |i| {
+            let mut r = create_partitions_response::CreatePartitionsTopicResult::default()
+                .with_name(topic(i))
+                .with_error_code(37)
+                .with_error_message(Some(s("invalid")));
+            r.unknown_tagged_fields = unknown(c);
+            r
+        }));
+    m.unknown_tagged_fields = unknown(c);
+    m
+}
+
+fn sample_delete_topics(v: i16, n: usize) -> DeleteTopicsResponse {
+    let c = v >= 4;
+    let mut m = DeleteTopicsResponse::default()
+        .with_throttle_time_ms(5)
+        .with_responses(n_of(n, |i| {
+            let mut r = delete_topics_response::DeletableTopicResult::default()
+                .with_name(Some(topic(i)))
+                .with_error_code(3);
+            if v >= 5 {
+                r.error_message = Some(s("unknown"));
+            }
+            r.unknown_tagged_fields = unknown(c);
+            r
+        }));
+    m.unknown_tagged_fields = unknown(c);
+    m
+}
+
+/// A request frame (its bytes after the size prefix, client id "c-1", correlation id 7) of
+/// `api_key` at `version`, as kafka-protocol encodes it, with every array holding `n` elements;
+/// `None` for an API or version outside [`REQUESTS`].
+pub fn sample_request(api_key: i16, version: i16, n: usize) -> Option<Vec<u8>> {
+    use create_partitions_request::{CreatePartitionsAssignment, CreatePartitionsTopic};
+    use create_topics_request::{CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig};
+    use delete_topics_request::DeleteTopicState;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::ProduceRequest;
+
+    let key = ApiKey::try_from(api_key).ok()?;
+    let (_, min, max) = REQUESTS.iter().find(|r| r.0 == api_key)?;
+    if !(*min..=*max).contains(&version) {
+        return None;
+    }
+    let v = version;
+    let ids = || n_of(n, |i| BrokerId(i as i32 + 1));
+    match key {
+        ApiKey::Produce => request_frame(
+            key,
+            v,
+            &ProduceRequest::default()
+                .with_acks(-1)
+                .with_timeout_ms(30_000)
+                .with_topic_data(n_of(n, |i| {
+                    let mut t = TopicProduceData::default().with_partition_data(n_of(n, |p| {
+                        PartitionProduceData::default()
+                            .with_index(p as i32)
+                            .with_records(Some(Bytes::from_static(b"records")))
+                    }));
+                    if v <= 12 {
+                        t.name = topic(i);
+                    }
+                    t
+                })),
+        ),
+        ApiKey::Fetch => {
+            let mut f = KFetchRequest::default()
+                .with_max_wait_ms(500)
+                .with_min_bytes(1)
+                .with_max_bytes(52_428_800)
+                .with_topics(n_of(n, |i| {
+                    let mut t = FetchTopic::default().with_partitions(n_of(n, |p| {
+                        FetchPartition::default().with_partition(p as i32)
+                    }));
+                    if v <= 12 {
+                        t.topic = topic(i);
+                    }
+                    t
+                }));
+            if v >= 7 {
+                f.session_id = 1234;
+                f.session_epoch = 3;
+            }
+            request_frame(key, v, &f)
+        }
+        ApiKey::CreateTopics => request_frame(
+            key,
+            v,
+            &CreateTopicsRequest::default()
+                .with_timeout_ms(30_000)
+                .with_topics(n_of(n, |i| {
+                    CreatableTopic::default()
+                        .with_name(topic(i))
+                        .with_num_partitions(-1)
+                        .with_replication_factor(-1)
+                        .with_assignments(n_of(n, |p| {
+                            CreatableReplicaAssignment::default()
+                                .with_partition_index(p as i32)
+                                .with_broker_ids(ids())
+                        }))
+                        .with_configs(n_of(n, |_| {
+                            CreatableTopicConfig::default()
+                                .with_name(s("retention.ms"))
+                                .with_value(Some(s("1")))
+                        }))
+                })),
+        ),
+        ApiKey::CreatePartitions => request_frame(
+            key,
+            v,
+            &CreatePartitionsRequest::default()
+                .with_timeout_ms(30_000)
+                .with_topics(n_of(n, |i| {
+                    CreatePartitionsTopic::default()
+                        .with_name(topic(i))
+                        .with_count(i as i32 + 2)
+                        .with_assignments(Some(n_of(n, |_| {
+                            CreatePartitionsAssignment::default().with_broker_ids(ids())
+                        })))
+                })),
+        ),
+        ApiKey::DeleteTopics => {
+            let mut d = DeleteTopicsRequest::default().with_timeout_ms(30_000);
+            if v >= 6 {
+                d.topics = n_of(n, |i| DeleteTopicState::default().with_name(Some(topic(i))));
+            } else {
+                d.topic_names = n_of(n, topic);
+            }
+            request_frame(key, v, &d)
+        }
+        _ => None,
+    }
+}
+
+/// `message` after a request header with client id "c-1" and correlation id 7.
+fn request_frame<M: Encodable>(key: ApiKey, v: i16, message: &M) -> Option<Vec<u8>> {
+    let mut out = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(v)
+        .with_correlation_id(7)
+        .with_client_id(Some(s("c-1")))
+        .encode(&mut out, key.request_header_version(v))
+        .ok()?;
+    message.encode(&mut out, v).ok()?;
+    Some(out.to_vec())
+}
+
+/// How many bytes kafka-protocol reads of the response `frame` (header and body) to `key` at
+/// `version`, or `None` if it refuses it. Only called on a frame whose walk succeeded.
+pub(crate) fn decoded_response_len(key: ApiKey, version: i16, frame: &[u8]) -> Option<usize> {
+    let mut b = Bytes::copy_from_slice(frame);
+    ResponseHeader::decode(&mut b, key.response_header_version(version)).ok()?;
+    let v = version;
+    match key {
+        ApiKey::Metadata => drop(MetadataResponse::decode(&mut b, v).ok()?),
+        ApiKey::FindCoordinator => drop(FindCoordinatorResponse::decode(&mut b, v).ok()?),
+        ApiKey::DescribeCluster => drop(DescribeClusterResponse::decode(&mut b, v).ok()?),
+        ApiKey::Produce => drop(ProduceResponse::decode(&mut b, v).ok()?),
+        ApiKey::Fetch => drop(FetchResponse::decode(&mut b, v).ok()?),
+        ApiKey::ApiVersions => drop(ApiVersionsResponse::decode(&mut b, v).ok()?),
+        ApiKey::CreateTopics => drop(CreateTopicsResponse::decode(&mut b, v).ok()?),
+        ApiKey::CreatePartitions => drop(CreatePartitionsResponse::decode(&mut b, v).ok()?),
+        ApiKey::DeleteTopics => drop(DeleteTopicsResponse::decode(&mut b, v).ok()?),
+        _ => return None,
+    }
+    Some(frame.len() - b.len())
+}
+
+/// How many bytes kafka-protocol reads of the request `frame` (header and body) of `key` at
+/// `version`, or `None` if it refuses it. Only called on a frame whose walk succeeded.
+pub(crate) fn decoded_request_len(key: ApiKey, version: i16, frame: &[u8]) -> Option<usize> {
+    let mut b = Bytes::copy_from_slice(frame);
+    RequestHeader::decode(&mut b, key.request_header_version(version)).ok()?;
+    let v = version;
+    match key {
+        ApiKey::CreateTopics => drop(CreateTopicsRequest::decode(&mut b, v).ok()?),
+        ApiKey::CreatePartitions => drop(CreatePartitionsRequest::decode(&mut b, v).ok()?),
+        ApiKey::DeleteTopics => drop(DeleteTopicsRequest::decode(&mut b, v).ok()?),
+        _ => return None,
+    }
+    Some(frame.len() - b.len())
+}
+
+/// Whichever of the walks has the frame: where the walk succeeds and kafka-protocol decodes the
+/// frame too, both read the same bytes (a walk that read differently would let the decoder see a
+/// count it never checked).
+fn assert_walk_agrees(key: ApiKey, version: i16, frame: &[u8], request: bool) {
+    let (walked, decoded) = if request {
+        let Ok(walked) = walk::mutation_request_len(key, version, frame) else {
+            return;
+        };
+        (walked, decoded_request_len(key, version, frame))
+    } else {
+        let Ok(walked) = walk::response_len(key, version, frame) else {
+            return;
+        };
+        (walked, decoded_response_len(key, version, frame))
+    };
+    if let Some(decoded) = decoded {
+        assert_eq!(
+            walked, decoded,
+            "{key:?} v{version}: the walk read {walked} bytes, kafka-protocol {decoded}"
+        );
+    }
+}
+
+/// Partition counts for [`MutationRequest::counts`]: a few names and ids known.
+struct Known;
+
+impl PartitionCounts for Known {
+    fn by_name(&self, name: &str) -> Option<u32> {
+        name.starts_with("topic-1").then_some(6)
+    }
+    fn by_id(&self, id: [u8; 16]) -> Option<u32> {
+        (id[0] == 7).then_some(4)
+    }
+}
+
+/// Runs the proxy's request side on one client `frame` (its bytes after the size prefix): the
+/// header as every request's is read, the SASL identity's watch, a Fetch request's `max_bytes`
+/// capped at `fetch_cap`, and a CreateTopics, CreatePartitions or DeleteTopics request decoded,
+/// counted, and split with the topics `refuse` picks (bit i: topic i) refused for `throttle_ms`.
+pub fn request(frame: &[u8], fetch_cap: u64, refuse: u64, throttle_ms: u64) {
+    let Ok(head) = header::parse(frame) else {
+        return;
+    };
+    assert_eq!(head.correlation_id.to_be_bytes(), frame[4..8]);
+    assert!(head.body_at.is_none_or(|at| at <= frame.len()));
+    let _ = head.client_id(frame);
+    // Every request goes past the identity; only a SASL step leaves a note, and no request moves
+    // the principal (only an answer can).
+    let mut identity = Identity::new(Principal::anonymous());
+    if let Ok(Some(note)) = identity.on_request(head.api_key, head.version, frame) {
+        assert!(
+            matches!(head.api_key, 17 | 36),
+            "a note for api {}",
+            head.api_key
+        );
+        assert!(note.user().is_none() || head.api_key == 36);
+    }
+    assert!(identity.principal().is_anonymous());
+    let Ok(key) = ApiKey::try_from(head.api_key) else {
+        return;
+    };
+    match key {
+        ApiKey::Fetch => {
+            let Some(at) = head.body_at else { return };
+            let Some(fetch) = FetchRequest::parse(frame, head.version, at) else {
+                return;
+            };
+            let mut capped = frame.to_vec();
+            let changed = fetch.cap(&mut capped, fetch_cap);
+            let after = FetchRequest::parse(&capped, head.version, at).expect("still parses");
+            let cap = i32::try_from(fetch_cap).unwrap_or(i32::MAX);
+            assert_eq!(after.max_bytes, fetch.max_bytes.min(cap));
+            assert_eq!(changed, fetch.max_bytes > cap);
+            // Only the four bytes of max_bytes change.
+            let differ = frame.iter().zip(&capped).filter(|(a, b)| a != b).count();
+            assert!(differ <= 4);
+        }
+        ApiKey::CreateTopics | ApiKey::CreatePartitions | ApiKey::DeleteTopics => {
+            assert_walk_agrees(key, head.version, frame, true);
+            let bytes = Bytes::copy_from_slice(frame);
+            let Some(m) = MutationRequest::decode(head.api_key, head.version, &bytes) else {
+                return;
+            };
+            let _ = m.strict();
+            let counts = m.counts(&Known);
+            let refused: Vec<usize> = (0..counts.len().min(64))
+                .filter(|i| refuse & (1 << i) != 0)
+                .collect();
+            if refused.is_empty() {
+                return;
+            }
+            match m.without(&refused, throttle_ms) {
+                Split::Partly(forward, _) => {
+                    assert!(refused.len() < counts.len());
+                    let size = u32::from_be_bytes(forward[..4].try_into().unwrap());
+                    assert_eq!(size as usize, forward.len() - 4);
+                    // What is forwarded reads again, with the topics not refused.
+                    let again =
+                        MutationRequest::decode(head.api_key, head.version, &forward.slice(4..))
+                            .expect("the forwarded request decodes");
+                    assert_eq!(again.counts(&Known).len(), counts.len() - refused.len());
+                }
+                Split::All(answer) => {
+                    assert_eq!(refused.len(), counts.len(), "topics dropped, not forwarded");
+                    let size = u32::from_be_bytes(answer[..4].try_into().unwrap());
+                    assert_eq!(size as usize, answer.len() - 4);
+                    walk::response(key, head.version, &answer[4..])
+                        .expect("the proxy's answer walks");
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// One connection's SASL identity, driven by a sequence of client requests and broker answers
+/// as the connection drives it (each answer goes with the oldest step not yet answered).
+pub struct Sasl {
+    identity: Identity,
+    pending: VecDeque<SaslNote>,
+}
+
+/// What a SASL request left for its answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// SaslHandshake (17) or SaslAuthenticate (36).
+    pub api_key: i16,
+    /// The request's version.
+    pub version: i16,
+    /// The user a success of this step would authenticate.
+    pub user: Option<String>,
+}
+
+/// A broker answer taken by the identity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answered {
+    /// The step it answered.
+    pub step: Step,
+    /// Whether the principal changed.
+    pub changed: bool,
+}
+
+impl Sasl {
+    /// A connection whose initial principal is `User:ANONYMOUS`, or `User:<tls>` (a TLS client
+    /// certificate's).
+    pub fn new(tls: Option<&str>) -> Sasl {
+        Sasl {
+            identity: Identity::new(tls.map_or_else(Principal::anonymous, Principal::user)),
+            pending: VecDeque::new(),
+        }
+    }
+
+    /// A client request `frame` (its bytes after the size prefix): its header read as the proxy
+    /// reads it, then watched; the step it left, if it is a SASL request, or why the connection
+    /// closes.
+    pub fn request(&mut self, frame: &[u8]) -> Result<Option<Step>, String> {
+        let head = header::parse(frame).map_err(|e| e.to_string())?;
+        let note = self
+            .identity
+            .on_request(head.api_key, head.version, frame)
+            .map_err(|e| e.to_string())?;
+        Ok(note.map(|note| {
+            let step = step(&note);
+            self.pending.push_back(note);
+            step
+        }))
+    }
+
+    /// The broker's answer `frame` (its bytes after the size prefix) to the oldest step not yet
+    /// answered; `None` if there is none.
+    pub fn answer(&mut self, frame: &[u8]) -> Option<Answered> {
+        let note = self.pending.pop_front()?;
+        let step = step(&note);
+        let changed = self.identity.on_response(note, frame);
+        Some(Answered { step, changed })
+    }
+
+    /// The connection's principal, `User:<name>`.
+    pub fn principal(&self) -> String {
+        self.identity.principal().to_string()
+    }
+
+    /// How many steps wait for an answer.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+fn step(note: &SaslNote) -> Step {
+    Step {
+        api_key: note.api_key(),
+        version: note.version(),
+        user: note.user().map(str::to_owned),
+    }
+}
+
+/// Where the fuzzed answers' brokers are to be reached: `proxy-<id>`, and no listener for a
+/// negative id below -1 (the proxy has none to give).
+struct Listeners;
+
+impl rewrite::Advertise for Listeners {
+    fn advertise(
+        &mut self,
+        node_id: i32,
+        _host: &str,
+        _port: i32,
+    ) -> Result<(String, i32), String> {
+        if node_id < -1 {
+            return Err(format!("no listener for broker {node_id}"));
+        }
+        Ok((format!("proxy-{node_id}"), 19_000 + (node_id & 0xfff)))
+    }
+
+    fn topic(&mut self, _name: Option<&str>, _id: [u8; 16], _partitions: u32) {}
+}
+
+/// Runs the proxy's answer side on one broker `frame` (its bytes after the size prefix) to a
+/// request of `api_key` at `version`: the rewrite of the answers that name brokers, the throttle
+/// read and raised to `throttle_ms`, the refusals of a mutation request (the topics `refuse`
+/// picks of a sample request) merged into it, and the proxy's own throttled Fetch answer at
+/// `version` for a request in session (`session_id`, `session_epoch`).
+pub fn answer(
+    api_key: i16,
+    version: i16,
+    frame: &[u8],
+    throttle_ms: u64,
+    refuse: u8,
+    session: (i32, i32),
+) {
+    let key = ApiKey::try_from(api_key).ok();
+    if let Some(key) = key {
+        assert_walk_agrees(key, version, frame, false);
+    }
+    let bytes = Bytes::copy_from_slice(frame);
+    let ms = i32::try_from(throttle_ms).unwrap_or(i32::MAX);
+    if rewrite::needs_rewrite(api_key, version) {
+        if let Ok(Some(out)) = rewrite::rewrite(api_key, version, &bytes, &mut Listeners) {
+            let key = key.expect("only known APIs are rewritten");
+            let size = u32::from_be_bytes(out[..4].try_into().unwrap());
+            assert_eq!(size as usize, out.len() - 4);
+            walk::response(key, version, &out[4..]).expect("a rewritten answer walks");
+            // The header goes as it came.
+            assert_eq!(out[4..8], frame[..4]);
+            // Rewriting is done once: the rewritten answer rewrites to itself (ApiVersions is
+            // left as it is).
+            let again = rewrite::rewrite(api_key, version, &out.slice(4..), &mut Listeners)
+                .expect("a rewritten answer rewrites");
+            match key {
+                ApiKey::ApiVersions => assert_eq!(again, None),
+                _ => assert_eq!(again.as_ref(), Some(&out)),
+            }
+        }
+    }
+    let leading = enforce::leading_throttle(frame, api_key, version);
+    if let Ok(Some(out)) = enforce::raise_throttle(api_key, version, &bytes, throttle_ms) {
+        let size = u32::from_be_bytes(out[..4].try_into().unwrap());
+        assert_eq!(size as usize, out.len() - 4);
+        match leading {
+            Some(before) => {
+                assert!(before < ms);
+                assert_eq!(
+                    enforce::leading_throttle(&out[4..], api_key, version),
+                    Some(ms)
+                );
+            }
+            None => {
+                let key = ApiKey::Produce;
+                assert_eq!(key as i16, api_key);
+                walk::response(key, version, &out[4..]).expect("a raised answer walks");
+                let mut b = Bytes::copy_from_slice(&out[4..]);
+                ResponseHeader::decode(&mut b, key.response_header_version(version)).unwrap();
+                let r = ProduceResponse::decode(&mut b, version).unwrap();
+                assert_eq!(r.throttle_time_ms, ms);
+            }
+        }
+    }
+    if let Some(key @ (ApiKey::CreateTopics | ApiKey::CreatePartitions | ApiKey::DeleteTopics)) =
+        key
+    {
+        if let Some((refused, count)) = refusals(key, version, refuse, throttle_ms) {
+            if let Some(out) =
+                enforce::merge_refused(api_key, version, &bytes, refused, throttle_ms)
+            {
+                let size = u32::from_be_bytes(out[..4].try_into().unwrap());
+                assert_eq!(size as usize, out.len() - 4);
+                let merged = topics_in(key, version, &out[4..]).expect("a merged answer decodes");
+                let broker = topics_in(key, version, frame).expect("the broker's answer decoded");
+                // Every refused topic is back, refused, and the throttle is the longer one.
+                assert_eq!(merged.0, broker.0 + count);
+                assert_eq!(merged.1, broker.1.max(ms));
+                assert_eq!(merged.2, broker.2 + count);
+            }
+        }
+    }
+    if key == Some(ApiKey::Fetch) && (4..=18).contains(&version) {
+        throttled_fetch(version, throttle_ms, session);
+    }
+}
+
+/// The refusals of a sample request of `key` at `version` with four topics, the first three of
+/// which `refuse` picks (one is always forwarded, so that there is an answer to merge into), and
+/// how many there are.
+fn refusals(key: ApiKey, version: i16, refuse: u8, throttle_ms: u64) -> Option<(Refused, usize)> {
+    let frame = Bytes::from(sample_request(key as i16, version, 4)?);
+    let m = MutationRequest::decode(key as i16, version, &frame)?;
+    let at: Vec<usize> = (0..3).filter(|i| refuse & (1 << i) != 0).collect();
+    if at.is_empty() {
+        return None;
+    }
+    match m.without(&at, throttle_ms) {
+        Split::Partly(_, refused) => Some((refused, at.len())),
+        Split::All(_) => panic!("{key:?} v{version}: a topic kept, yet all refused"),
+    }
+}
+
+/// A mutation answer's (topics, throttle, topics refused with THROTTLING_QUOTA_EXCEEDED), decoded
+/// after its walk.
+fn topics_in(key: ApiKey, version: i16, frame: &[u8]) -> Option<(usize, i32, usize)> {
+    walk::response(key, version, frame).ok()?;
+    let mut b = Bytes::copy_from_slice(frame);
+    ResponseHeader::decode(&mut b, key.response_header_version(version)).ok()?;
+    let throttled =
+        |codes: &mut dyn Iterator<Item = i16>| codes.filter(|c| *c == THROTTLED).count();
+    let v = version;
+    Some(match key {
+        ApiKey::CreateTopics => {
+            let r = CreateTopicsResponse::decode(&mut b, v).ok()?;
+            let codes = &mut r.topics.iter().map(|t| t.error_code);
+            (r.topics.len(), r.throttle_time_ms, throttled(codes))
+        }
+        ApiKey::CreatePartitions => {
+            let r = CreatePartitionsResponse::decode(&mut b, v).ok()?;
+            let codes = &mut r.results.iter().map(|t| t.error_code);
+            (r.results.len(), r.throttle_time_ms, throttled(codes))
+        }
+        ApiKey::DeleteTopics => {
+            let r = DeleteTopicsResponse::decode(&mut b, v).ok()?;
+            let codes = &mut r.responses.iter().map(|t| t.error_code);
+            (r.responses.len(), r.throttle_time_ms, throttled(codes))
+        }
+        _ => return None,
+    })
+}
+
+/// The proxy's throttled Fetch answer at `version`, to a sample request in session `session`:
+/// it walks and decodes, empty, with the throttle, and the session kept only if incremental.
+fn throttled_fetch(version: i16, throttle_ms: u64, (session_id, epoch): (i32, i32)) {
+    let mut request = KFetchRequest::default().with_max_bytes(1_000);
+    if version >= 7 {
+        request.session_id = session_id;
+        request.session_epoch = epoch;
+    }
+    let key = ApiKey::Fetch;
+    let mut frame = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(9)
+        .encode(&mut frame, key.request_header_version(version))
+        .unwrap();
+    let body_at = frame.len();
+    request.encode(&mut frame, version).unwrap();
+    let parsed = FetchRequest::parse(&frame, version, body_at).expect("a Fetch request parses");
+    let out = enforce::throttled_fetch(version, 9, throttle_ms, &parsed);
+    let size = u32::from_be_bytes(out[..4].try_into().unwrap());
+    assert_eq!(size as usize, out.len() - 4);
+    let len = walk::response_len(key, version, &out[4..]).expect("a throttled answer walks");
+    assert_eq!(len, out.len() - 4);
+    let mut b = out.slice(4..);
+    let header = ResponseHeader::decode(&mut b, key.response_header_version(version)).unwrap();
+    assert_eq!(header.correlation_id, 9);
+    let r = FetchResponse::decode(&mut b, version).unwrap();
+    assert!(r.responses.is_empty());
+    assert_eq!(
+        r.throttle_time_ms,
+        i32::try_from(throttle_ms).unwrap_or(i32::MAX)
+    );
+    let incremental = version >= 7 && session_id != 0 && epoch > 0;
+    assert_eq!(r.session_id, if incremental { session_id } else { 0 });
+}
