@@ -386,9 +386,9 @@ fn main() -> ExitCode {
         if let Some((low, high)) = range.ok().as_deref().and_then(ephemeral_range) {
             if u32::from(base.port()) + 1 >= low && u32::from(base.port()) < high {
                 warn!(
-                    "--listen-base {base}: broker ports from {} are inside the ephemeral port range \
-                     {low}-{high}; an outgoing connection may take one before the proxy listens on it \
-                     (choose a base below {low})",
+                    "kquota.proxy.listen.base={base} (--listen-base): broker ports from {} are \
+                     inside the ephemeral port range {low}-{high}; an outgoing connection may take \
+                     one before the proxy listens on it (choose a base below {low})",
                     u32::from(base.port()) + 1
                 );
             }
