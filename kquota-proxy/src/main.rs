@@ -368,7 +368,10 @@ fn ephemeral_range(text: &str) -> Option<(u32, u32)> {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) => return kquota_host::exit::clap_failure(e),
+    };
     // Colours only on a terminal; no peer can flood the log.
     kquota_host::init_logging();
     // A thousand idle sockets must not lock everyone out at a soft limit of 1,024.
@@ -377,8 +380,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             // A setting that cannot work is the operator's to fix, like a bad flag.
-            eprintln!("kquota-proxy: {e}");
-            return ExitCode::from(2);
+            return kquota_host::exit::usage("kquota-proxy", &e.to_string());
         }
     };
     if let Some(base) = config.listen_base.filter(|b| b.port() != 0) {
@@ -405,10 +407,7 @@ fn main() -> ExitCode {
         let upstream = config.upstream.clone();
         let proxy = match Proxy::bind(config).await {
             Ok(p) => p,
-            Err(e) => {
-                eprintln!("kquota-proxy: {e}");
-                return ExitCode::from(2);
-            }
+            Err(e) => return kquota_host::exit::usage("kquota-proxy", &e.to_string()),
         };
         info!(listen = %proxy.local_addr(), %upstream, "kquota-proxy serving");
         proxy.serve(kquota_host::signal()).await;
