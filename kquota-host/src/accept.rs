@@ -1,10 +1,56 @@
-//! Accepting connections when the process is short of descriptors: the soft limit raised at start,
-//! and accept errors logged at most once a second.
+//! Accepting connections: each takes a slot first ([`Slots`]), the soft descriptor limit is raised
+//! at start, and accept errors are logged at most once a second, a connection giving way when the
+//! process is out of descriptors.
 
+use std::fmt;
 use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::net::{TcpListener, TcpStream};
 use tracing::warn;
+
+use crate::slots::{Full, Slot, Slots};
+
+/// What [`accept`] gave.
+pub enum Accepted {
+    /// A connection, and its slot (held for as long as it is open).
+    Connection(TcpStream, SocketAddr, Slot),
+    /// A connection refused at a limit (logged, and closed).
+    Refused(SocketAddr, Full),
+}
+
+/// The next connection on `tcp` (named `listener` in the log): a slot is taken for it, making
+/// room if the server is full and a connection can give way; or it is refused with a warning
+/// naming the peer. Accept errors are retried after a short wait (logged at most once a second),
+/// and when the process is out of descriptors a connection that gives way is told to close.
+pub async fn accept(
+    tcp: &TcpListener,
+    slots: &Arc<Slots>,
+    errors: &mut AcceptErrors,
+    listener: &(dyn fmt::Display + Sync),
+) -> Accepted {
+    loop {
+        match tcp.accept().await {
+            Ok((stream, peer)) => {
+                return match slots.take(peer) {
+                    Ok(slot) => Accepted::Connection(stream, peer, slot),
+                    Err(why) => {
+                        warn!(%peer, "closing connection: {why}");
+                        Accepted::Refused(peer, why)
+                    }
+                }
+            }
+            Err(e) => {
+                if errors.failed(&e, listener) {
+                    slots.make_room();
+                }
+                tokio::time::sleep(AcceptErrors::backoff()).await;
+            }
+        }
+    }
+}
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit (a common default soft limit, 1,024, is
 /// reached by a thousand idle sockets), and returns the soft limit now in force; `None` where the
@@ -43,7 +89,7 @@ pub struct AcceptErrors {
 impl AcceptErrors {
     /// Logs `e` if a second has passed since the last line; says whether the process is out of
     /// descriptors (the caller then makes room by closing a connection that gives way).
-    pub fn failed(&mut self, e: &io::Error, listener: &dyn std::fmt::Display) -> bool {
+    pub fn failed(&mut self, e: &io::Error, listener: &(dyn fmt::Display + Sync)) -> bool {
         if let Some(held_back) = self.line() {
             match held_back {
                 0 => warn!(%listener, "accept failed: {e}"),

@@ -40,7 +40,7 @@ mod shutdown;
 mod slots;
 
 #[cfg(feature = "server")]
-pub use crate::accept::{fd_limit, raise_fd_limit, AcceptErrors};
+pub use crate::accept::{accept, fd_limit, raise_fd_limit, AcceptErrors, Accepted};
 #[cfg(feature = "server")]
 pub use crate::budget::{Budget, Reservation, DEFAULT_QUEUED_MAX_REQUEST_BYTES};
 #[cfg(feature = "server")]

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kquota_host::{AcceptErrors, Budget, Slots, Stop};
+use kquota_host::{accept, AcceptErrors, Accepted, Budget, Slots, Stop};
 use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Semaphore};
@@ -29,24 +29,13 @@ async fn accept_loop(tcp: TcpListener, target: Target, shared: Arc<Shared>, _gua
     loop {
         let accepted = tokio::select! {
             () = shared.stopping() => break,
-            a = tcp.accept() => a,
-        };
-        let (stream, peer) = match accepted {
-            Ok(a) => a,
-            Err(e) => {
-                if errors.failed(&e, &name) {
-                    shared.slots.make_room();
-                }
-                tokio::time::sleep(AcceptErrors::backoff()).await;
-                continue;
-            }
+            a = accept(&tcp, &shared.slots, &mut errors, &name) => a,
         };
         shared.stats.connection_accepted();
-        let slot = match shared.slots.take(peer) {
-            Ok(slot) => slot,
-            Err(why) => {
+        let (stream, peer, slot) = match accepted {
+            Accepted::Connection(stream, peer, slot) => (stream, peer, slot),
+            Accepted::Refused(..) => {
                 shared.stats.connection_refused();
-                warn!(%peer, "closing connection: {why}");
                 continue;
             }
         };
