@@ -143,7 +143,9 @@ mod tests {
     async fn a_frame_cut_short_is_unexpected_eof_and_announcing_costs_nothing() {
         let mut stream: &[u8] = b"only a few bytes";
         // 1 GiB announced, 16 bytes sent: the buffer never grew past its first chunk.
-        let e = read_frame(&mut stream, &[], 1 << 30, None).await.unwrap_err();
+        let e = read_frame(&mut stream, &[], 1 << 30, None)
+            .await
+            .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
         let mut stream: &[u8] = b"";
         let empty = read_frame(&mut stream, &[1, 2], 0, None).await.unwrap();

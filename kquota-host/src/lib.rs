@@ -12,6 +12,7 @@
 //! | the process's descriptor limit, and accept errors when it is reached | [`raise_fd_limit`], [`AcceptErrors`] | — |
 //! | the stop: SIGINT or SIGTERM, then a grace for answers in flight | [`Shutdown`], [`signal`], [`SHUTDOWN_GRACE`] | — |
 //! | the engine, with its configuration from the store, the configuration log or memory | [`open_engine`] | — |
+//! | TLS listeners from PEM files or inline PEM, errors naming the setting | [`tls`] | `ssl.keystore.*`, `ssl.truststore.*`, `ssl.client.auth` |
 //! | how a command ends: exit status 2 for a usage error, clap's refusals on one line | [`exit`] | — |
 //!
 //! It is a crate of its own, not `kquotad`'s library, so that the proxy does not build the
@@ -38,6 +39,8 @@ mod open;
 mod shutdown;
 #[cfg(feature = "server")]
 mod slots;
+#[cfg(feature = "server")]
+pub mod tls;
 
 #[cfg(feature = "server")]
 pub use crate::accept::{accept, fd_limit, raise_fd_limit, AcceptErrors, Accepted};

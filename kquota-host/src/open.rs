@@ -174,7 +174,9 @@ mod tests {
 
     #[tokio::test]
     async fn memory_keeps_nothing_and_bad_settings_are_refused() {
-        let opened = open_engine(&settings(), ConfigSource::Memory).await.unwrap();
+        let opened = open_engine(&settings(), ConfigSource::Memory)
+            .await
+            .unwrap();
         assert!(opened.persistence.is_none());
         let bad = EngineSettings {
             producer_capacity: Some(-1.0),

@@ -15,6 +15,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
 
+use kquota_host::tls::{self as host_tls, Pem};
 use kquota_wire::tls::{self, ClientAuth, KeyPair, TlsError};
 use kquota_wire::{AuthContext, DefaultPrincipalBuilder, Principal, PrincipalBuilder};
 use regex::{Regex, RegexBuilder};
@@ -61,7 +62,7 @@ impl ClientTls {
         if client_auth != ClientAuth::None && trust.is_empty() {
             return Err(TlsConfigError::NoClientCa);
         }
-        let config = tls::server_config(&identity, &trust, client_auth).map_err(|e| {
+        let acceptor = host_tls::acceptor(&identity, &trust, client_auth).map_err(|e| {
             TlsConfigError::config(
                 "kquota.proxy.ssl.certificate.location and kquota.proxy.ssl.key.location \
                      (--tls-cert and --tls-key)",
@@ -69,7 +70,7 @@ impl ClientTls {
             )
         })?;
         Ok(ClientTls {
-            acceptor: TlsAcceptor::from(config),
+            acceptor,
             client_auth,
             rules,
         })
@@ -245,18 +246,6 @@ impl std::error::Error for TlsConfigError {
     }
 }
 
-/// A PEM file's text. Read here rather than with `tls::read_pem_file`, which takes the path as
-/// UTF-8; a `Path` need not be.
-fn read(flag: &str, path: &Path) -> Result<String, TlsConfigError> {
-    std::fs::read_to_string(path).map_err(|source| {
-        TlsConfigError::File(TlsError::Unreadable {
-            setting: flag.to_owned(),
-            path: path.display().to_string(),
-            source,
-        })
-    })
-}
-
 // How errors name each file: by its setting and the binary's flag for it.
 const TLS_CERT: &str = "kquota.proxy.ssl.certificate.location (--tls-cert)";
 const TLS_KEY: &str = "kquota.proxy.ssl.key.location (--tls-key)";
@@ -265,11 +254,6 @@ const UPSTREAM_CA: &str = "kquota.proxy.upstream.ssl.truststore.location (--upst
 const UPSTREAM_CERT: &str = "kquota.proxy.upstream.ssl.certificate.location (--upstream-cert)";
 const UPSTREAM_KEY: &str = "kquota.proxy.upstream.ssl.key.location (--upstream-key)";
 
-/// `setting=path`, how errors about a file's content name it.
-fn setting(flag: &str, path: &Path) -> String {
-    format!("{flag}={}", path.display())
-}
-
 /// A certificate chain and its key, each from its file (which may be the same file).
 fn key_pair(
     cert_flag: &str,
@@ -277,29 +261,28 @@ fn key_pair(
     key_flag: &str,
     key: &Path,
 ) -> Result<KeyPair, TlsConfigError> {
-    let chain = tls::certificates(&read(cert_flag, cert)?, &setting(cert_flag, cert))
-        .map_err(TlsConfigError::File)?;
-    let key = tls::private_key(&read(key_flag, key)?, &setting(key_flag, key))
-        .map_err(TlsConfigError::File)?;
-    Ok(KeyPair { chain, key })
+    host_tls::key_pair(
+        Pem::File {
+            setting: cert_flag,
+            path: cert,
+        },
+        Pem::File {
+            setting: key_flag,
+            path: key,
+        },
+    )
+    .map_err(TlsConfigError::File)
 }
 
-/// The CAs in a file, each checked here as a trust anchor so that a bad one is named by its file
-/// (the configuration builders would name it by a Kafka setting).
+/// The CAs in a file, each checked as a trust anchor so that a bad one is named by its file.
 fn trust_anchors(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
-    let what = setting(flag, path);
-    let certs = tls::certificates(&read(flag, path)?, &what).map_err(TlsConfigError::File)?;
-    let mut store = rustls::RootCertStore::empty();
-    for cert in &certs {
-        store.add(cert.clone()).map_err(|source| {
-            TlsConfigError::File(TlsError::TrustAnchor {
-                setting: what.clone(),
-                source,
-            })
-        })?;
-    }
-    Ok(certs)
+    host_tls::trust_anchors(&[Pem::File {
+        setting: flag,
+        path,
+    }])
+    .map_err(TlsConfigError::File)
 }
+
 /// Kafka's `ssl.principal.mapping.rules` (its `SslPrincipalMapper`): rules separated by commas,
 /// each `DEFAULT` (the name as it is) or `RULE:pattern/replacement/[LU]`. A name is given to the
 /// rules in order; the first whose pattern matches the whole name gives the principal: the name

@@ -1,8 +1,9 @@
 //! The TLS acceptor of the SSL and SASL_SSL listeners, from the `ssl.*` settings.
 
-use tokio_rustls::TlsAcceptor;
+use std::path::Path;
 
-use kquota_wire::tls::{self, KeyPair};
+use kquota_host::tls::{self, Pem};
+use tokio_rustls::TlsAcceptor;
 
 use crate::error::ConfigError;
 use crate::settings::SslSettings;
@@ -12,36 +13,47 @@ fn tls_error(e: impl Into<crate::error::Source>) -> ConfigError {
     ConfigError::Tls(e.into())
 }
 
+/// `ssl.keystore.location`'s file.
+fn keystore_file(path: &str) -> Pem<'_> {
+    Pem::File {
+        setting: "ssl.keystore.location",
+        path: Path::new(path),
+    }
+}
+
 /// The identity from the keystore settings (a file, inline PEM, or the file with inline parts
 /// winning), the trusted certificates from both truststore settings, and `ssl.client.auth`.
 pub(crate) fn acceptor(ssl: &SslSettings) -> Result<TlsAcceptor, ConfigError> {
-    let (chain_pem, key_pem) = match (
-        &ssl.keystore_location,
-        &ssl.keystore_certificate_chain,
-        &ssl.keystore_key,
-    ) {
-        (_, Some(chain), Some(key)) => (chain.clone(), key.clone()),
-        (Some(path), chain, key) => {
-            let text = tls::read_pem_file(path, "ssl.keystore.location").map_err(tls_error)?;
-            (
-                chain.clone().unwrap_or_else(|| text.clone()),
-                key.clone().unwrap_or(text),
-            )
-        }
-        _ => return Err(ConfigError::NoKeystore),
+    let chain = match (&ssl.keystore_certificate_chain, &ssl.keystore_location) {
+        (Some(text), _) => Pem::Inline {
+            setting: "ssl.keystore",
+            text,
+        },
+        (None, Some(path)) => keystore_file(path),
+        (None, None) => return Err(ConfigError::NoKeystore),
     };
-    let identity = KeyPair {
-        chain: tls::certificates(&chain_pem, "ssl.keystore").map_err(tls_error)?,
-        key: tls::private_key(&key_pem, "ssl.keystore").map_err(tls_error)?,
+    let key = match (&ssl.keystore_key, &ssl.keystore_location) {
+        (Some(text), _) => Pem::Inline {
+            setting: "ssl.keystore",
+            text,
+        },
+        (None, Some(path)) => keystore_file(path),
+        (None, None) => return Err(ConfigError::NoKeystore),
     };
+    let identity = tls::key_pair(chain, key).map_err(tls_error)?;
     let mut trust = Vec::new();
     if let Some(path) = &ssl.truststore_location {
-        let text = tls::read_pem_file(path, "ssl.truststore.location").map_err(tls_error)?;
-        trust.extend(tls::certificates(&text, "ssl.truststore.location").map_err(tls_error)?);
+        trust.push(Pem::File {
+            setting: "ssl.truststore.location",
+            path: Path::new(path),
+        });
     }
-    if let Some(pem) = &ssl.truststore_certificates {
-        trust.extend(tls::certificates(pem, "ssl.truststore.certificates").map_err(tls_error)?);
+    if let Some(text) = &ssl.truststore_certificates {
+        trust.push(Pem::Inline {
+            setting: "ssl.truststore.certificates",
+            text,
+        });
     }
-    let config = tls::server_config(&identity, &trust, ssl.client_auth).map_err(tls_error)?;
-    Ok(TlsAcceptor::from(config))
+    let trust = tls::trust_anchors(&trust).map_err(tls_error)?;
+    tls::acceptor(&identity, &trust, ssl.client_auth).map_err(tls_error)
 }
