@@ -6,7 +6,9 @@
 //! in the code, with the same message is held back) and at most [`LINES_PER_PEER`] lines in all.
 //! What it holds back is written once the interval is over, as one line per peer:
 //! `… 69995 more lines like these from 127.0.0.1 in the last 1 s (kquotad/src/connection.rs:62 ×69995)`.
-//! Events without a peer (the start, the settings, the store) are never held back.
+//! Events without a peer (the start, the settings, the store) are never held back, nor are debug
+//! and trace events: they are written only when an operator turns them on (`RUST_LOG=debug`) to
+//! see every connection, as the test suites do.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::{self, Write as _};
@@ -306,7 +308,9 @@ fn kind(meta: &'static Metadata<'static>) -> &'static str {
 impl<S: Subscriber> Layer<S> for PeerThrottle {
     fn event_enabled(&self, event: &Event<'_>, _ctx: Context<'_, S>) -> bool {
         let meta = event.metadata();
-        if meta.fields().field("peer").is_none() {
+        // Debug and trace lines are written only when an operator asks for them (`RUST_LOG`),
+        // to see every connection: those are not held back.
+        if meta.fields().field("peer").is_none() || *meta.level() > Level::INFO {
             return true;
         }
         let mut fields = Fields {
@@ -399,6 +403,31 @@ mod tests {
         assert_eq!(due.len(), 1);
         assert_eq!(due[0].total, 1);
         assert!(c.peers.is_empty());
+    }
+
+    #[test]
+    fn debug_lines_are_never_held_back() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let written = Arc::new(Mutex::new(0usize));
+        struct Count(Arc<Mutex<usize>>);
+        impl<S: Subscriber> Layer<S> for Count {
+            fn on_event(&self, _: &Event<'_>, _: Context<'_, S>) {
+                *self.0.lock() += 1;
+            }
+        }
+        let subscriber = tracing_subscriber::registry()
+            .with(PeerThrottle::default())
+            .with(Count(Arc::clone(&written)));
+        tracing::subscriber::with_default(subscriber, || {
+            for _ in 0..100 {
+                tracing::debug!(peer = "10.0.0.1:5000", "connection opened");
+            }
+            for _ in 0..100 {
+                tracing::warn!(peer = "10.0.0.1:5000", "closing connection: a bad frame");
+            }
+        });
+        // Every debug line, and the warning once.
+        assert_eq!(*written.lock(), 101);
     }
 
     #[test]
