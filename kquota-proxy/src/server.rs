@@ -97,10 +97,17 @@ fn connections_within_descriptors(max: usize) -> usize {
         .unwrap_or(usize::MAX)
         .max(1);
     if room < max {
-        warn!(
+        // The default is a ceiling, not a promise: lowering it is the normal case on a host
+        // with a modest limit. Lowering a value the operator chose deserves a warning.
+        let why = format!(
             "max.connections lowered from {max} to {room}: the open-files limit is {limit} and \
-             each connection holds two descriptors (raise LimitNOFILE or ulimit -n)"
+             each connection holds two descriptors (raise LimitNOFILE or ulimit -n for more)"
         );
+        if max == crate::config::DEFAULT_MAX_CONNECTIONS {
+            info!("{why}");
+        } else {
+            warn!("{why}");
+        }
     }
     max.min(room)
 }
