@@ -31,6 +31,27 @@ impl ErrorCode {
     pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
     /// The request is well formed but breaks a policy (here: the sub-quota rules).
     pub const POLICY_VIOLATION: ErrorCode = ErrorCode(44);
+    /// The topic or partition does not exist.
+    pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = ErrorCode(3);
+    /// The SASL mechanism asked for is not enabled.
+    pub const UNSUPPORTED_SASL_MECHANISM: ErrorCode = ErrorCode(33);
+    /// A SASL request out of the exchange's order.
+    pub const ILLEGAL_SASL_STATE: ErrorCode = ErrorCode(34);
+    /// SASL authentication failed (bad credentials).
+    pub const SASL_AUTHENTICATION_FAILED: ErrorCode = ErrorCode(58);
+    /// A strict controller mutation refused while the client's `controller_mutation_rate` is in
+    /// debt.
+    pub const THROTTLING_QUOTA_EXCEEDED: ErrorCode = ErrorCode(89);
+    /// The resource (a SCRAM credential) does not exist.
+    pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(91);
+    /// The resource (a SCRAM credential) is named twice in one request.
+    pub const DUPLICATE_RESOURCE: ErrorCode = ErrorCode(92);
+    /// The topic id does not exist.
+    pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode(100);
+    /// DescribeCluster asked for an endpoint type the listener is not.
+    pub const MISMATCHED_ENDPOINT_TYPE: ErrorCode = ErrorCode(114);
+    /// DescribeCluster asked for an endpoint type the server does not serve.
+    pub const UNSUPPORTED_ENDPOINT_TYPE: ErrorCode = ErrorCode(115);
 
     /// Kafka's name for the code (`INVALID_REQUEST`), or `UNKNOWN(<code>)` for codes kquota does not know.
     pub fn name(self) -> String {
@@ -48,6 +69,16 @@ impl ErrorCode {
             35 => "UNSUPPORTED_VERSION",
             42 => "INVALID_REQUEST",
             44 => "POLICY_VIOLATION",
+            3 => "UNKNOWN_TOPIC_OR_PARTITION",
+            33 => "UNSUPPORTED_SASL_MECHANISM",
+            34 => "ILLEGAL_SASL_STATE",
+            58 => "SASL_AUTHENTICATION_FAILED",
+            89 => "THROTTLING_QUOTA_EXCEEDED",
+            91 => "RESOURCE_NOT_FOUND",
+            92 => "DUPLICATE_RESOURCE",
+            100 => "UNKNOWN_TOPIC_ID",
+            114 => "MISMATCHED_ENDPOINT_TYPE",
+            115 => "UNSUPPORTED_ENDPOINT_TYPE",
             _ => return None,
         })
     }

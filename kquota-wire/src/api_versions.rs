@@ -3,6 +3,7 @@
 use bytes::BytesMut;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kquota::ErrorCode;
 
 use crate::apis::{API_VERSIONS, API_VERSIONS_SUPPORT};
 use crate::body::{decode, encode, respond};
@@ -11,8 +12,8 @@ use crate::handler::Handler;
 use crate::outcome::CloseReason;
 use crate::security::Session;
 
-const UNSUPPORTED_VERSION: i16 = 35;
-const INVALID_REQUEST: i16 = 42;
+const UNSUPPORTED_VERSION: i16 = ErrorCode::UNSUPPORTED_VERSION.0;
+const INVALID_REQUEST: i16 = ErrorCode::INVALID_REQUEST.0;
 
 fn walk(r: &mut Reader<'_>, version: i16) -> ReadResult<()> {
     if version >= 3 {

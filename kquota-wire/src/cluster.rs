@@ -1,6 +1,7 @@
 //! Metadata (3) and DescribeCluster (60): this node is the cluster's only broker and its controller,
 //! and it hosts no topics. Enough for admin clients to bootstrap.
 
+use kquota::ErrorCode;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -17,11 +18,11 @@ use crate::handler::Handler;
 use crate::outcome::{CloseReason, Outcome};
 use crate::stream::{Pieces, Reply, ResponseStream};
 
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const INVALID_REQUEST: i16 = 42;
-const UNKNOWN_TOPIC_ID: i16 = 100;
-const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
-const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0;
+const INVALID_REQUEST: i16 = ErrorCode::INVALID_REQUEST.0;
+const UNKNOWN_TOPIC_ID: i16 = ErrorCode::UNKNOWN_TOPIC_ID.0;
+const MISMATCHED_ENDPOINT_TYPE: i16 = ErrorCode::MISMATCHED_ENDPOINT_TYPE.0;
+const UNSUPPORTED_ENDPOINT_TYPE: i16 = ErrorCode::UNSUPPORTED_ENDPOINT_TYPE.0;
 
 /// Every cluster operation (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
 /// IDEMPOTENT_WRITE) as a bit field: what Kafka reports without an authorizer.

@@ -432,6 +432,92 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Where a request's header puts things: what every Kafka request starts with, read from any
+/// peer's frame by [`parse_request_head`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestHead {
+    /// The API key.
+    pub api_key: i16,
+    /// The API version.
+    pub api_version: i16,
+    /// The correlation id the answer must carry.
+    pub correlation_id: i32,
+    /// Where the client id is in the frame, as (offset, length); `None` when it is null.
+    pub client_id: Option<(usize, usize)>,
+    /// Where the body starts; `None` for an API key `kafka-protocol` does not know, whose header
+    /// version (and so the length of its tagged fields) is unknown.
+    pub body_at: Option<usize>,
+}
+
+impl RequestHead {
+    /// The client id from `frame`, the frame the head was read from (lossy for one that is not
+    /// UTF-8; null is empty, as Kafka takes it).
+    pub fn client_id<'a>(&self, frame: &'a [u8]) -> std::borrow::Cow<'a, str> {
+        let bytes = self
+            .client_id
+            .and_then(|(at, len)| frame.get(at..at + len))
+            .unwrap_or_default();
+        String::from_utf8_lossy(bytes)
+    }
+}
+
+/// The head of the request `frame` (its bytes after the size prefix): the api key, version and
+/// correlation id, the client id's place, and where the body starts (the header's version comes
+/// from the API and version, as Kafka's own `ApiKeys` give it). A frame too short for them, or
+/// whose client id or tagged fields run past its end, is an error.
+pub fn parse_request_head(frame: &[u8]) -> ReadResult<RequestHead> {
+    let mut r = Reader::new(frame);
+    let api_key = r.i16("request_api_key")?;
+    let api_version = r.i16("request_api_version")?;
+    let correlation_id = r.i32("correlation_id")?;
+    // Every header from v1 has a nullable, non-compact client id (even v2); v0 (controlled
+    // shutdown v0 only) is gone from Kafka 4.
+    let before = r.position();
+    let client_id = r
+        .string(false, true, "client_id")?
+        .map(|id| (before + 2, id.len()));
+    let header_version = kafka_protocol::messages::ApiKey::try_from(api_key)
+        .map(|k| k.request_header_version(api_version));
+    let body_at = match header_version {
+        Ok(v) if v >= 2 => {
+            r.tagged_fields("request header tagged fields")?;
+            Some(r.position())
+        }
+        Ok(_) => Some(r.position()),
+        Err(_) => None,
+    };
+    Ok(RequestHead {
+        api_key,
+        api_version,
+        correlation_id,
+        client_id,
+        body_at,
+    })
+}
+
+/// A response frame, its size prefix included: the response header of `key` at `version` (with
+/// `correlation_id`), then `message` encoded at `version`.
+pub fn encode_response<M: kafka_protocol::protocol::Encodable>(
+    key: kafka_protocol::messages::ApiKey,
+    version: i16,
+    correlation_id: i32,
+    message: &M,
+) -> Result<bytes::Bytes, CodecError> {
+    let mut out = BytesMut::with_capacity(64);
+    out.put_u32(0);
+    out.put_i32(correlation_id);
+    if key.response_header_version(version) >= 1 {
+        out.put_u8(0); // no tagged fields
+    }
+    message
+        .encode(&mut out, version)
+        .map_err(|e| CodecError::Encoder(format!("{e:#}")))?;
+    let size = u32::try_from(out.len() - 4)
+        .map_err(|_| CodecError::Encoder("a response over 4 GiB".into()))?;
+    out[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(out.freeze())
+}
+
 /// The parts of a request header the handler uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Header {
@@ -566,6 +652,87 @@ pub(crate) fn fit_message(mut message: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn encoded_request(
+        key: kafka_protocol::messages::ApiKey,
+        version: i16,
+        client: Option<&str>,
+    ) -> Vec<u8> {
+        use kafka_protocol::protocol::{Encodable, StrBytes};
+        let mut out = BytesMut::new();
+        kafka_protocol::messages::RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(77)
+            .with_client_id(client.map(|c| StrBytes::from_string(c.to_owned())))
+            .encode(&mut out, key.request_header_version(version))
+            .unwrap();
+        out.extend_from_slice(b"body");
+        out.to_vec()
+    }
+
+    #[test]
+    fn request_heads_of_every_header_version() {
+        use kafka_protocol::messages::ApiKey;
+        for (key, version) in [
+            (ApiKey::Produce, 8),
+            (ApiKey::Produce, 9),
+            (ApiKey::Fetch, 17),
+        ] {
+            let frame = encoded_request(key, version, Some("app-1"));
+            let head = parse_request_head(&frame).unwrap();
+            assert_eq!(
+                (head.api_key, head.api_version, head.correlation_id),
+                (key as i16, version, 77)
+            );
+            assert_eq!(head.client_id(&frame), "app-1");
+            assert_eq!(
+                &frame[head.body_at.unwrap()..],
+                b"body",
+                "{key:?} v{version}"
+            );
+        }
+        let null = encoded_request(ApiKey::Metadata, 12, None);
+        let head = parse_request_head(&null).unwrap();
+        assert_eq!((head.client_id, head.client_id(&null).as_ref()), (None, ""));
+        // An API kafka-protocol does not know: its body's start is unknown.
+        let mut unknown = encoded_request(ApiKey::Metadata, 1, Some("x"));
+        unknown[..2].copy_from_slice(&9999i16.to_be_bytes());
+        assert_eq!(parse_request_head(&unknown).unwrap().body_at, None);
+        // Cut anywhere inside the header: an error, never a panic.
+        let frame = encoded_request(ApiKey::Fetch, 17, Some("app-1"));
+        let body_at = parse_request_head(&frame).unwrap().body_at.unwrap();
+        for cut in 0..body_at {
+            assert!(parse_request_head(&frame[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn responses_are_framed_with_their_header() {
+        use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, MetadataResponse};
+        use kafka_protocol::protocol::Decodable;
+        for (key, version) in [(ApiKey::Metadata, 8), (ApiKey::Metadata, 12)] {
+            let frame = encode_response(key, version, 9, &MetadataResponse::default()).unwrap();
+            assert_eq!(
+                u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize,
+                frame.len() - 4
+            );
+            let mut body = frame.slice(4..);
+            let header = kafka_protocol::messages::ResponseHeader::decode(
+                &mut body,
+                key.response_header_version(version),
+            )
+            .unwrap();
+            assert_eq!(header.correlation_id, 9);
+            MetadataResponse::decode(&mut body, version).unwrap();
+            assert!(body.is_empty());
+        }
+        // ApiVersions answers with header v0 at every version.
+        let frame =
+            encode_response(ApiKey::ApiVersions, 3, 1, &ApiVersionsResponse::default()).unwrap();
+        let mut body = frame.slice(8..);
+        ApiVersionsResponse::decode(&mut body, 3).unwrap();
+    }
 
     #[test]
     fn varints() {

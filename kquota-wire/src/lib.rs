@@ -107,7 +107,13 @@ pub use crate::stream::{Reply, ResponseStream};
 
 // Framing, and the limits on what a peer may send.
 pub use crate::alter::{MAX_OPS_PER_ENTRY, MAX_PARTS_PER_ENTRY};
-pub use crate::frame::{request_size, CodecError, ReadResult, Reader, DEFAULT_MAX_REQUEST_BYTES};
+pub use crate::frame::{
+    encode_response, parse_request_head, request_size, CodecError, ReadResult, Reader, RequestHead,
+    DEFAULT_MAX_REQUEST_BYTES,
+};
+// Kafka's API keys and error codes, by name.
+pub use kafka_protocol::messages::ApiKey;
+pub use kquota::ErrorCode;
 
 // The seeds' draft AlterQuotas (apiKey 50) and its codec: `kafka-protocol` has none, so clients and
 // tests of a broker serving the draft use these.

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use kquota::ErrorCode;
 
 use crate::body::{decode, respond};
 use crate::frame::{Header, ReadResult, Reader};
@@ -20,9 +21,9 @@ use crate::security::scram::{
 };
 use crate::security::{AuthContext, Credentials, Principal, SaslMechanism, SaslStage, Session};
 
-const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
-const ILLEGAL_SASL_STATE: i16 = 34;
-const SASL_AUTHENTICATION_FAILED: i16 = 58;
+const UNSUPPORTED_SASL_MECHANISM: i16 = ErrorCode::UNSUPPORTED_SASL_MECHANISM.0;
+const ILLEGAL_SASL_STATE: i16 = ErrorCode::ILLEGAL_SASL_STATE.0;
+const SASL_AUTHENTICATION_FAILED: i16 = ErrorCode::SASL_AUTHENTICATION_FAILED.0;
 
 fn walk_handshake(r: &mut Reader<'_>, _version: i16) -> ReadResult<()> {
     r.string(false, false, "mechanism")?;

@@ -24,9 +24,9 @@ use crate::stream::{Pieces, ResponseStream};
 use kquota::{java_map_order, ApiError, ErrorCode};
 
 /// Kafka's `RESOURCE_NOT_FOUND`.
-const RESOURCE_NOT_FOUND: i16 = 91;
+const RESOURCE_NOT_FOUND: i16 = ErrorCode::RESOURCE_NOT_FOUND.0;
 /// Kafka's `DUPLICATE_RESOURCE`.
-const DUPLICATE_RESOURCE: i16 = 92;
+const DUPLICATE_RESOURCE: i16 = ErrorCode::DUPLICATE_RESOURCE.0;
 /// `ScramImage.DESCRIBE_USER_THAT_DOES_NOT_EXIST`.
 const NOT_FOUND_MESSAGE: &str = "Attempt to describe a user credential that does not exist: ";
 /// `ScramImage.DESCRIBE_DUPLICATE_USER`.
