@@ -13,6 +13,7 @@
 //! | the stop: SIGINT or SIGTERM, then a grace for answers in flight | [`Shutdown`], [`signal`], [`SHUTDOWN_GRACE`] | — |
 //! | the engine, with its configuration from the store, the configuration log or memory | [`open_engine`] | — |
 //! | TLS listeners from PEM files or inline PEM, errors naming the setting | [`tls`] | `ssl.keystore.*`, `ssl.truststore.*`, `ssl.client.auth` |
+//! | a settings file (`--config`): Java properties, with the lines a server should not guess at refused | [`read_settings`] | — |
 //! | how a command ends: exit status 2 for a usage error, clap's refusals on one line | [`exit`] | — |
 //!
 //! It is a crate of its own, not `kquotad`'s library, so that the proxy does not build the
@@ -36,6 +37,8 @@ mod log;
 #[cfg(feature = "server")]
 mod open;
 #[cfg(feature = "server")]
+mod settings_file;
+#[cfg(feature = "server")]
 mod shutdown;
 #[cfg(feature = "server")]
 mod slots;
@@ -52,6 +55,8 @@ pub use crate::frame::{read_frame, Frame, FIRST_CHUNK};
 pub use crate::log::{colour, init_logging, PeerThrottle, INTERVAL, LINES_PER_PEER};
 #[cfg(feature = "server")]
 pub use crate::open::{open_engine, ConfigSource, EngineSettings, OpenError, Opened};
+#[cfg(feature = "server")]
+pub use crate::settings_file::{read_settings, LineProblem, SettingsFileError};
 #[cfg(feature = "server")]
 pub use crate::shutdown::{channel, signal, Shutdown, Stop, SHUTDOWN_GRACE};
 #[cfg(feature = "server")]

@@ -7,6 +7,8 @@
 
 use std::error::Error;
 use std::fmt;
+
+pub use kquota_host::LineProblem;
 use std::io;
 use std::net::SocketAddr;
 
@@ -217,35 +219,6 @@ impl Error for ConfigError {
 impl From<TlsConfigError> for ConfigError {
     fn from(e: TlsConfigError) -> Self {
         ConfigError::Tls(e)
-    }
-}
-
-/// Why a line of a properties file is refused. Java reads `key value` as a setting and `key` alone
-/// as one with the empty value, but in a proxy's file either is far more often a slip than meant.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LineProblem {
-    /// `=value`: no key.
-    EmptyKey,
-    /// `key value`: the key is followed by a space, not `=` or `:`.
-    SpaceAfterKey(String),
-    /// `key` alone.
-    KeyAlone(String),
-}
-
-impl fmt::Display for LineProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LineProblem::EmptyKey => f.write_str("empty key"),
-            LineProblem::SpaceAfterKey(key) => write!(
-                f,
-                "expected key=value, got '{key}' followed by a space; kquota-proxy needs '=' or ':' between a key and its value"
-            ),
-            LineProblem::KeyAlone(key) => write!(
-                f,
-                "expected key=value, got '{key}' alone; write {key}= for an empty value"
-            ),
-        }
     }
 }
 

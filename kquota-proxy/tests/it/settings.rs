@@ -72,8 +72,8 @@ fn a_bad_config_file_stops_the_proxy_naming_the_file_the_line_and_the_key() {
         ("max.conections=5\n", "line 3: unknown setting 'max.conections'"),
         (
             "super.users User:admin\n",
-            "line 3: expected key=value, got 'super.users' followed by a space; kquota-proxy \
-             needs '=' or ':' between a key and its value",
+            "line 3: expected key=value, got 'super.users' followed by a space; a setting \
+             needs '=' or ':' between its key and its value",
         ),
         (
             "kquota.proxy.listen.base=127.0.0.1:0\nssl.client.auth=required\n",
