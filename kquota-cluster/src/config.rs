@@ -1,11 +1,7 @@
-//! [`ClusterConfig`]: where the Kafka cluster is, how to reach it, the topics and the timings;
-//! and [`ClusterError`], why joining or committing failed.
+//! [`ClusterConfig`]: where the Kafka cluster is, how to reach it, the topics and the timings.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
-
-use rdkafka::ClientConfig;
 
 /// The topic the configuration is kept in, by default.
 pub const DEFAULT_CONFIG_TOPIC: &str = "_kquota_config";
@@ -34,6 +30,10 @@ pub struct ClusterConfig {
     pub usage_topic: String,
     /// The replication factor of the topics this crate creates (-1: the cluster's default).
     pub replication_factor: i32,
+    /// The `min.insync.replicas` of the topics this crate creates (`None`: the brokers'). With
+    /// three replicas, 2: an alteration is acknowledged only once two brokers hold it, and one
+    /// broker lost loses no acknowledged alteration.
+    pub min_insync_replicas: Option<u32>,
     /// How long an alteration may wait to be appended and applied before it is refused (it may
     /// still be applied later: the client is told it timed out, not that it failed).
     pub alter_timeout: Duration,
@@ -63,6 +63,7 @@ impl ClusterConfig {
             members_topic: DEFAULT_MEMBERS_TOPIC.to_owned(),
             usage_topic: DEFAULT_USAGE_TOPIC.to_owned(),
             replication_factor: -1,
+            min_insync_replicas: None,
             alter_timeout: Duration::from_secs(10),
             heartbeat_interval: Duration::from_millis(500),
             member_expiry: Duration::from_secs(3),
@@ -71,50 +72,4 @@ impl ClusterConfig {
             open_timeout: Duration::from_secs(30),
         }
     }
-
-    /// The librdkafka configuration every client starts from.
-    pub(crate) fn client(&self) -> ClientConfig {
-        let mut c = ClientConfig::new();
-        c.set("bootstrap.servers", &self.bootstrap_servers);
-        c.set("client.id", format!("kquota-{}", self.instance_id));
-        // librdkafka backs off up to 10 s between reconnects by default: after an outage, the
-        // instances would follow the log again up to 10 s apart. Overridable, as any property.
-        c.set("reconnect.backoff.max.ms", "1000");
-        for (k, v) in &self.client_properties {
-            c.set(k, v);
-        }
-        c
-    }
 }
-
-/// Why joining the cluster, or committing through it, failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ClusterError {
-    /// The Kafka client refused its settings, or Kafka answered with an error.
-    Kafka(String),
-    /// A topic exists with settings the instances cannot work with (which, and why).
-    Topic(String, String),
-    /// A record in the configuration topic does not decode (its offset, and why).
-    Record(i64, String),
-    /// Kafka did not answer in time.
-    Timeout(String),
-    /// The settings, or what they were given with, cannot work (why).
-    Config(String),
-}
-
-impl fmt::Display for ClusterError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClusterError::Kafka(e) => write!(f, "Kafka: {e}"),
-            ClusterError::Topic(t, why) => write!(f, "topic {t}: {why}"),
-            ClusterError::Record(offset, why) => {
-                write!(f, "the configuration record at offset {offset}: {why}")
-            }
-            ClusterError::Timeout(what) => write!(f, "timed out: {what}"),
-            ClusterError::Config(why) => write!(f, "cannot join: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for ClusterError {}

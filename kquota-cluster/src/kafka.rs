@@ -1,19 +1,70 @@
-//! The topics the instances share: created when missing, checked when present.
+//! Everything this crate asks of Kafka, in one place: the settings every client starts from, the
+//! topics the instances share (created when missing, checked when present), and the consumer
+//! plumbing the three parts have in common.
 //!
-//! Everything here blocks (librdkafka's metadata requests do): call it from a thread of its own or
-//! through `tokio::task::spawn_blocking`, never on an async worker.
+//! Everything here blocks (librdkafka's metadata requests do): it runs on this crate's own
+//! threads, never on an async worker.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::ConsumerContext;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
-use crate::config::{ClusterConfig, ClusterError};
+use crate::config::ClusterConfig;
+use crate::error::{ClusterError, KafkaClient, Operation, TopicProblem};
+
+/// The librdkafka configuration every client starts from.
+pub(crate) fn client(config: &ClusterConfig) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &config.bootstrap_servers);
+    c.set("client.id", format!("kquota-{}", config.instance_id));
+    // librdkafka backs off up to 10 s between reconnects by default: after an outage, the
+    // instances would follow the log again up to 10 s apart. Overridable, as any property.
+    c.set("reconnect.backoff.max.ms", "1000");
+    // Nothing here may create a topic with the brokers' defaults: the topics are made, with
+    // their settings, by `ensure_topic`.
+    c.set("allow.auto.create.topics", "false");
+    for (k, v) in &config.client_properties {
+        c.set(k, v);
+    }
+    c
+}
+
+/// A producer for small, frequent records whose worth is their freshness (heartbeats, usage):
+/// no batching delay, the leader's acknowledgement is enough.
+pub(crate) fn fresh_producer_config(config: &ClusterConfig) -> ClientConfig {
+    let mut c = client(config);
+    c.set("linger.ms", "0").set("acks", "1");
+    c
+}
+
+/// A consumer that is assigned partitions (it never joins a group nor commits offsets: the
+/// group id only satisfies the client), logging through `tracing` (its errors at `debug`: the
+/// poll loops log them too).
+pub(crate) fn assigned_consumer(
+    config: &ClusterConfig,
+    what: &str,
+    kind: KafkaClient,
+) -> Result<BaseConsumer<TracingContext>, ClusterError> {
+    let mut c = client(config);
+    c.set("group.id", format!("kquota-{what}-{}", config.instance_id))
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        // A record reaches the others' views within 100 ms of its append, not librdkafka's 500.
+        .set("fetch.wait.max.ms", "100");
+    c.create_with_context(TracingContext { quiet_errors: true })
+        .map_err(|source| ClusterError::Client {
+            client: kind,
+            source,
+        })
+}
 
 /// What a topic must be.
 #[derive(Clone, Debug)]
@@ -22,13 +73,13 @@ pub(crate) struct TopicSpec<'a> {
     pub(crate) name: &'a str,
     /// The partitions it is created with; with `exact_partitions`, the only count accepted.
     pub(crate) partitions: i32,
-    /// Whether an existing topic must have exactly `partitions` partitions.
-    pub(crate) exact_partitions: bool,
+    /// Why an existing topic must have exactly `partitions` partitions, if it must.
+    pub(crate) exact_partitions: Option<&'static str>,
     /// Its `cleanup.policy` when created (`compact`, `delete` or `compact,delete`).
     pub(crate) cleanup_policy: &'static str,
-    /// Whether an existing topic must have exactly that policy (the log's records must never be
-    /// deleted by retention); otherwise an existing topic's policy is its operator's choice.
-    pub(crate) exact_policy: bool,
+    /// Why an existing topic must have exactly that policy, if it must; otherwise an existing
+    /// topic's policy is its operator's choice.
+    pub(crate) exact_policy: Option<&'static str>,
     /// More topic settings, only when the topic is created.
     pub(crate) create_configs: &'a [(&'a str, &'a str)],
 }
@@ -40,22 +91,30 @@ impl<'a> TopicSpec<'a> {
         TopicSpec {
             name,
             partitions: 1,
-            exact_partitions: true,
+            exact_partitions: Some("a single partition is what puts every batch in one order"),
             cleanup_policy: "compact",
-            exact_policy: true,
+            exact_policy: Some(
+                "its records are the configuration's whole history and must be kept: the topic \
+                 must be compacted (cleanup.policy=compact), and not deleted by retention",
+            ),
             create_configs: &[],
         }
     }
 
     /// The heartbeat topic: the latest heartbeat of each instance kept by compaction, and
-    /// everything gone after 10 minutes. Any partition count works (all are read).
+    /// everything gone after 10 minutes. Exactly one partition: an instance's own heartbeat
+    /// read back is what tells it that it has read everyone's before it (the expiry rests on
+    /// it).
     pub(crate) fn members(name: &'a str) -> Self {
         TopicSpec {
             name,
             partitions: 1,
-            exact_partitions: false,
+            exact_partitions: Some(
+                "an instance's own heartbeat read back is what tells it that it has read \
+                 everyone's",
+            ),
             cleanup_policy: "compact,delete",
-            exact_policy: false,
+            exact_policy: None,
             create_configs: &[
                 ("retention.ms", "600000"),
                 ("segment.ms", "60000"),
@@ -64,14 +123,16 @@ impl<'a> TopicSpec<'a> {
         }
     }
 
-    /// The usage topic: records worth seconds, gone after 5 minutes. Any partition count works.
+    /// The usage topic: records worth seconds, gone after 5 minutes. Any partition count works:
+    /// every partition is read, and an instance's records (keyed by its id) stay in order in
+    /// one of them.
     pub(crate) fn usage(name: &'a str) -> Self {
         TopicSpec {
             name,
             partitions: 1,
-            exact_partitions: false,
+            exact_partitions: None,
             cleanup_policy: "delete",
-            exact_policy: false,
+            exact_policy: None,
             create_configs: &[("retention.ms", "300000"), ("segment.ms", "60000")],
         }
     }
@@ -119,25 +180,26 @@ pub(crate) fn forward_log(level: RDKafkaLogLevel, fac: &str, message: &str) {
 }
 
 /// Makes sure `spec.name` exists as `spec` says: creates it if missing (with `config`'s
-/// replication factor, `-1` leaving it to the brokers' default; `min.insync.replicas` is left to
-/// the brokers), or checks it. Fails with [`ClusterError::Topic`] naming what is wrong with an
-/// existing topic, or [`ClusterError::Timeout`] if Kafka does not answer within `timeout`.
+/// replication factor, `-1` leaving it to the brokers' default, and `config`'s
+/// `min.insync.replicas` if set), or checks it. Fails with [`ClusterError::Topic`] naming what is
+/// wrong with an existing topic, or [`ClusterError::Timeout`] if Kafka does not answer within
+/// `timeout`.
 pub(crate) fn ensure_topic(
     config: &ClusterConfig,
     spec: &TopicSpec<'_>,
     timeout: Duration,
 ) -> Result<(), ClusterError> {
-    // On a thread of its own: hosts call this from their async start-up, and the runtime that
-    // waits for the admin client can be neither started nor dropped on a thread inside one.
+    // On a thread of its own: the runtime that waits for the admin client can be neither started
+    // nor dropped on a thread inside another runtime, whoever calls this.
     std::thread::scope(|scope| {
         scope
             .spawn(|| ensure_topic_here(config, spec, timeout))
             .join()
             .unwrap_or_else(|_| {
-                Err(ClusterError::Kafka(format!(
-                    "checking topic {} panicked",
-                    spec.name
-                )))
+                Err(ClusterError::Thread {
+                    thread: "topic check",
+                    source: std::io::Error::other("it panicked"),
+                })
             })
     })
 }
@@ -148,26 +210,30 @@ fn ensure_topic_here(
     timeout: Duration,
 ) -> Result<(), ClusterError> {
     let deadline = Instant::now() + timeout;
-    let mut client = config.client();
-    // A metadata request for a missing topic must not create it with the brokers' defaults.
-    client.set("allow.auto.create.topics", "false");
-    let admin: AdminClient<TracingContext> = client
+    let admin: AdminClient<TracingContext> = client(config)
         .create_with_context(TracingContext::default())
-        .map_err(|e| ClusterError::Kafka(format!("the admin client: {e}")))?;
+        .map_err(|source| ClusterError::Client {
+            client: KafkaClient::Admin,
+            source,
+        })?;
     // The admin calls are futures completed by librdkafka's own thread; a private runtime on this
-    // thread waits for them, whatever runtime (if any) the caller has.
+    // thread waits for them.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| ClusterError::Kafka(format!("a runtime for the admin client: {e}")))?;
+        .map_err(|source| ClusterError::Thread {
+            thread: "admin client's runtime",
+            source,
+        })?;
     let name = spec.name;
+    let metadata_op = || Operation::Metadata(name.to_owned());
     let mut created = false;
     loop {
-        let left = remaining(deadline, || format!("the metadata of topic {name}"))?;
+        let left = remaining(deadline, timeout, metadata_op)?;
         let metadata = admin
             .inner()
             .fetch_metadata(Some(name), left)
-            .map_err(|e| kafka_or_timeout(e, || format!("the metadata of topic {name}")))?;
+            .map_err(|e| kafka_or_timeout(e, metadata_op(), timeout))?;
         let topic = metadata.topics().iter().find(|t| t.name() == name);
         let missing = match topic {
             None => true,
@@ -179,10 +245,10 @@ fn ensure_topic_here(
                     true
                 }
                 Some(e) => {
-                    return Err(ClusterError::Kafka(format!(
-                        "the metadata of topic {name}: {}",
-                        RDKafkaErrorCode::from(e)
-                    )))
+                    return Err(ClusterError::Kafka {
+                        operation: metadata_op(),
+                        source: KafkaError::MetadataFetch(RDKafkaErrorCode::from(e)),
+                    })
                 }
             },
         };
@@ -192,25 +258,27 @@ fn ensure_topic_here(
                 std::thread::sleep(Duration::from_millis(100));
                 continue;
             }
-            create(&admin, &runtime, config, spec, deadline)?;
+            create(&admin, &runtime, config, spec, deadline, timeout)?;
             created = true;
             continue;
         }
         let partitions = topic.map_or(0, |t| t.partitions().len());
-        if spec.exact_partitions && partitions != spec.partitions as usize {
-            return Err(ClusterError::Topic(
-                name.to_owned(),
-                format!(
-                    "it has {partitions} partitions and must have exactly {}: a single partition is \
-                     what puts every batch in one order (delete it or name another topic)",
-                    spec.partitions
-                ),
-            ));
+        if let Some(why) = spec.exact_partitions {
+            if partitions != spec.partitions as usize {
+                return Err(ClusterError::Topic {
+                    topic: name.to_owned(),
+                    problem: TopicProblem::Partitions {
+                        found: partitions,
+                        required: spec.partitions as usize,
+                        why,
+                    },
+                });
+            }
         }
-        if !spec.exact_policy {
-            return Ok(());
-        }
-        return check_policy(&admin, &runtime, spec, deadline);
+        return match spec.exact_policy {
+            Some(why) => check_policy(&admin, &runtime, spec, why, deadline, timeout),
+            None => Ok(()),
+        };
     }
 }
 
@@ -221,9 +289,11 @@ fn create(
     config: &ClusterConfig,
     spec: &TopicSpec<'_>,
     deadline: Instant,
+    timeout: Duration,
 ) -> Result<(), ClusterError> {
     let name = spec.name;
-    let left = remaining(deadline, || format!("creating topic {name}"))?;
+    let op = || Operation::CreateTopic(name.to_owned());
+    let left = remaining(deadline, timeout, op)?;
     let mut topic = NewTopic::new(
         name,
         spec.partitions,
@@ -233,26 +303,32 @@ fn create(
     for (k, v) in spec.create_configs {
         topic = topic.set(k, v);
     }
+    let min_isr = config.min_insync_replicas.map(|n| n.to_string());
+    if let Some(n) = &min_isr {
+        topic = topic.set("min.insync.replicas", n);
+    }
     let options = AdminOptions::new()
         .request_timeout(Some(left))
         .operation_timeout(Some(left));
     let results = runtime
         .block_on(admin.create_topics([&topic], &options))
-        .map_err(|e| kafka_or_timeout(e, || format!("creating topic {name}")))?;
+        .map_err(|e| kafka_or_timeout(e, op(), timeout))?;
     for result in results {
         match result {
             Ok(_) => tracing::info!(
                 topic = name,
                 partitions = spec.partitions,
                 replication_factor = config.replication_factor,
+                min_insync_replicas = min_isr.as_deref().unwrap_or("the brokers'"),
                 cleanup_policy = spec.cleanup_policy,
                 "created the topic"
             ),
             Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
             Err((_, code)) => {
-                return Err(ClusterError::Kafka(format!(
-                    "creating topic {name}: {code}"
-                )))
+                return Err(ClusterError::Kafka {
+                    operation: op(),
+                    source: KafkaError::AdminOp(code),
+                })
             }
         }
     }
@@ -264,19 +340,28 @@ fn check_policy(
     admin: &AdminClient<TracingContext>,
     runtime: &tokio::runtime::Runtime,
     spec: &TopicSpec<'_>,
+    why: &'static str,
     deadline: Instant,
+    timeout: Duration,
 ) -> Result<(), ClusterError> {
     let name = spec.name;
-    let left = remaining(deadline, || format!("the settings of topic {name}"))?;
+    let op = || Operation::TopicSettings(name.to_owned());
+    let left = remaining(deadline, timeout, op)?;
     let options = AdminOptions::new().request_timeout(Some(left));
     let resources = runtime
         .block_on(admin.describe_configs([&ResourceSpecifier::Topic(name)], &options))
-        .map_err(|e| kafka_or_timeout(e, || format!("the settings of topic {name}")))?;
+        .map_err(|e| kafka_or_timeout(e, op(), timeout))?;
     let resource = resources
         .into_iter()
         .next()
-        .ok_or_else(|| ClusterError::Kafka(format!("no settings returned for topic {name}")))?
-        .map_err(|code| ClusterError::Kafka(format!("the settings of topic {name}: {code}")))?;
+        .ok_or(ClusterError::Kafka {
+            operation: op(),
+            source: KafkaError::AdminOp(RDKafkaErrorCode::UnknownTopicOrPartition),
+        })?
+        .map_err(|code| ClusterError::Kafka {
+            operation: op(),
+            source: KafkaError::AdminOp(code),
+        })?;
     let policy = resource
         .get("cleanup.policy")
         .and_then(|e| e.value.clone())
@@ -290,43 +375,127 @@ fn check_policy(
     if tokens == wanted {
         return Ok(());
     }
-    let why = if spec.cleanup_policy == "compact" {
-        "its records are the configuration's whole history and must be kept: the topic must be \
-         compacted (cleanup.policy=compact), and not deleted by retention"
-    } else {
-        "its records are kept and removed as kquota expects only with that policy"
-    };
-    Err(ClusterError::Topic(
-        name.to_owned(),
-        format!(
-            "cleanup.policy is {policy:?}, not {:?}: {why}",
-            spec.cleanup_policy
-        ),
-    ))
+    Err(ClusterError::Topic {
+        topic: name.to_owned(),
+        problem: TopicProblem::CleanupPolicy {
+            found: policy,
+            required: spec.cleanup_policy,
+            why,
+        },
+    })
 }
 
-/// The time left before `deadline`, or a timeout naming `what`.
+/// The time left before `deadline` (set `timeout` ago), or a timeout of `operation`.
 pub(crate) fn remaining(
     deadline: Instant,
-    what: impl FnOnce() -> String,
+    timeout: Duration,
+    operation: impl FnOnce() -> Operation,
 ) -> Result<Duration, ClusterError> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
-        Err(ClusterError::Timeout(what()))
+        Err(ClusterError::Timeout {
+            operation: operation(),
+            after: timeout,
+        })
     } else {
         Ok(left)
     }
 }
 
 /// A Kafka client's error as a [`ClusterError`]: a timeout as such, anything else as Kafka's.
-pub(crate) fn kafka_or_timeout(e: KafkaError, what: impl FnOnce() -> String) -> ClusterError {
+pub(crate) fn kafka_or_timeout(
+    e: KafkaError,
+    operation: Operation,
+    timeout: Duration,
+) -> ClusterError {
     let timed_out = matches!(
         e.rdkafka_error_code(),
         Some(RDKafkaErrorCode::OperationTimedOut | RDKafkaErrorCode::RequestTimedOut)
     );
     if timed_out {
-        ClusterError::Timeout(format!("{} ({e})", what()))
+        ClusterError::Timeout {
+            operation,
+            after: timeout,
+        }
     } else {
-        ClusterError::Kafka(format!("{}: {e}", what()))
+        ClusterError::Kafka {
+            operation,
+            source: e,
+        }
+    }
+}
+
+/// Assigns `partitions` of `topic` to `consumer` from `from`; returns, for each that is not
+/// empty, where it ended at that time (its high watermark).
+pub(crate) fn assign(
+    consumer: &BaseConsumer<TracingContext>,
+    topic: &str,
+    partitions: &[i32],
+    from: Offset,
+    timeout: Duration,
+) -> Result<HashMap<i32, i64>, ClusterError> {
+    let mut list = TopicPartitionList::new();
+    let mut ends = HashMap::new();
+    for &p in partitions {
+        let (_, high) = consumer
+            .fetch_watermarks(topic, p, timeout)
+            .map_err(|e| kafka_or_timeout(e, Operation::Watermarks(topic.to_owned()), timeout))?;
+        list.add_partition_offset(topic, p, from)
+            .map_err(|source| ClusterError::Kafka {
+                operation: Operation::Assign(topic.to_owned()),
+                source,
+            })?;
+        if high > 0 {
+            ends.insert(p, high);
+        }
+    }
+    consumer
+        .assign(&list)
+        .map_err(|source| ClusterError::Kafka {
+            operation: Operation::Assign(topic.to_owned()),
+            source,
+        })?;
+    Ok(ends)
+}
+
+/// The partitions of `topic`, waiting up to `timeout` for a topic just created to show them.
+pub(crate) fn partitions(
+    consumer: &BaseConsumer<TracingContext>,
+    topic: &str,
+    timeout: Duration,
+) -> Result<Vec<i32>, ClusterError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        match consumer.fetch_metadata(Some(topic), left) {
+            Ok(m) => {
+                let found: Vec<i32> = m
+                    .topics()
+                    .iter()
+                    .filter(|t| t.name() == topic && t.error().is_none())
+                    .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+                    .collect();
+                if !found.is_empty() {
+                    return Ok(found);
+                }
+            }
+            Err(e) if Instant::now() >= deadline => {
+                return Err(kafka_or_timeout(
+                    e,
+                    Operation::Metadata(topic.to_owned()),
+                    timeout,
+                ))
+            }
+            Err(_) => {}
+        }
+        if Instant::now() >= deadline {
+            return Err(ClusterError::Topic {
+                topic: topic.to_owned(),
+                problem: TopicProblem::NoPartitions,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -12,32 +12,45 @@
 //!   interval, from which each instance takes its part of a cluster-wide limit
 //!   ([`kquota::meter::BpsSplit`]).
 //!
+//! [`ConfigLog::open`], [`Membership::start`] and [`UsageShare::start`] are all `async`: each
+//! does its work (Kafka's metadata requests block) on a thread of its own and resolves when that
+//! thread is ready, so a host awaits them on its runtime without blocking a worker.
+//!
+//! The folders name the parts: `log/` (the configuration log and its records), `members.rs`,
+//! `usage/` (the usage record, the split, the cadence, the thread that moves records), and
+//! `kafka.rs`, the one place that knows the topics and the clients' settings.
+//!
 //! The engine crate does not depend on this one: a host that runs a single instance pays nothing
 //! for it.
 
 mod config;
+mod error;
+mod kafka;
 mod log;
 mod members;
-mod record;
-mod report;
-mod split;
-mod topics;
+mod time;
 mod usage;
 
 // The public interface: what a host needs to join its instances through Kafka.
 //
-// The settings every part shares.
-pub use crate::config::{ClusterConfig, ClusterError};
+// The settings every part shares, and why joining or committing failed.
+pub use crate::config::ClusterConfig;
+pub use crate::error::{
+    ClusterError, ConfigProblem, KafkaClient, LogFailure, Operation, RecordProblem, TopicProblem,
+};
 // The configuration as a replicated log, and the topic it is kept in by default.
 pub use crate::config::DEFAULT_CONFIG_TOPIC;
 pub use crate::log::ConfigLog;
 // Live membership: heartbeats through a topic, the engine's live instance count.
 pub use crate::config::DEFAULT_MEMBERS_TOPIC;
 pub use crate::members::Membership;
-// Usage sharing, and the split of cluster-wide `bps` limits it feeds.
+// Usage sharing, and the split of cluster-wide `bps` limits it feeds: the record, the split and
+// the cadence are pure (no I/O), so that a simulation drives them exactly as the usage thread
+// does.
 pub use crate::config::DEFAULT_USAGE_TOPIC;
-pub use crate::report::{
+pub use crate::usage::cadence::{UsageCadence, UsageDue};
+pub use crate::usage::record::{
     BucketUsage, UsageRecord, UsageTracker, DEFAULT_MAX_BUCKETS, MAX_RECORD_BYTES,
 };
-pub use crate::split::{split_limit, Demand, SharedSplit, SplitParams};
+pub use crate::usage::split::{split_limit, Demand, SharedSplit, SplitParams};
 pub use crate::usage::UsageShare;

@@ -41,20 +41,25 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use kquota::Engine;
 use parking_lot::RwLock;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
+use rdkafka::consumer::BaseConsumer;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::{Message, Offset};
 use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
 
-use crate::config::{ClusterConfig, ClusterError};
-use crate::topics::{ensure_topic, TopicSpec, TracingContext};
+use crate::config::ClusterConfig;
+use crate::error::{ClusterError, KafkaClient};
+use crate::kafka::{
+    assign, assigned_consumer, ensure_topic, fresh_producer_config, partitions, TopicSpec,
+    TracingContext,
+};
+use crate::time::{millis, wall_micros};
 
 /// The longest a thread waits in one poll: how late it notices a stop or a due heartbeat.
 pub(crate) const POLL: Duration = Duration::from_millis(50);
@@ -106,43 +111,18 @@ pub struct Membership {
 }
 
 impl Membership {
-    /// Joins: creates the members topic if it is missing, starts heartbeating and following it,
-    /// and returns once its first heartbeat is back (so the topic has been read past where it
-    /// ended; at most `open_timeout` later), the engine's live count set from what it read.
+    /// Joins: creates the members topic if it is missing (or checks that it has one
+    /// partition), starts heartbeating and following it on a thread of its own, and resolves
+    /// once its first heartbeat is back (so the topic has been read past where it ended; at
+    /// most `open_timeout` later), the engine's live count set from what it read. Nothing
+    /// blocks the caller's runtime meanwhile.
     ///
     /// Fails if Kafka cannot be reached or refuses the topic or the clients' settings; once
     /// started, losing Kafka keeps the last membership until it is back.
-    pub fn start(config: &ClusterConfig, engine: Arc<Engine>) -> Result<Membership, ClusterError> {
-        let topic = config.members_topic.clone();
-        ensure_topic(config, &TopicSpec::members(&topic), config.open_timeout)?;
-        let expiry_ms = millis(config.member_expiry).max(1).to_string();
-        let producer: BaseProducer = producer_config(config)
-            // A heartbeat older than the expiry says nothing any more.
-            .set("message.timeout.ms", &expiry_ms)
-            .create()
-            .map_err(kafka)?;
-        let consumer = consumer(config, "members")?;
-        // One partition: reading back its own heartbeat then means every heartbeat appended
-        // before it has been read (the expiry depends on it).
-        let partitions = partitions(&consumer, &topic, config.open_timeout)?;
-        if partitions.len() != 1 {
-            return Err(ClusterError::Topic(
-                topic,
-                format!(
-                    "it has {} partitions and must have exactly one: an instance's own heartbeat \
-                     read back is what tells it that it has read everyone's",
-                    partitions.len()
-                ),
-            ));
-        }
-        let ends = assign(
-            &consumer,
-            &topic,
-            &partitions,
-            Offset::Beginning,
-            config.open_timeout,
-        )?;
-
+    pub async fn start(
+        config: &ClusterConfig,
+        engine: Arc<Engine>,
+    ) -> Result<Membership, ClusterError> {
         let members = Arc::new(Members {
             me: config.instance_id.clone(),
             live: RwLock::new(Arc::from(vec![config.instance_id.clone()])),
@@ -150,37 +130,41 @@ impl Membership {
             connected: AtomicBool::new(false),
         });
         let stop = Arc::new(AtomicBool::new(false));
-        let (warm_tx, warm_rx) = mpsc::sync_channel(1);
-        let mut worker = Worker {
-            topic,
-            heartbeat: config.heartbeat_interval.max(Duration::from_millis(1)),
-            expiry: config.member_expiry,
-            table: MemberTable::new(
-                &config.instance_id,
-                config.member_expiry,
-                config.heartbeat_interval,
-            ),
-            ends,
-            seq: first_seq(),
-            members: Arc::clone(&members),
-            engine,
-            producer,
-            consumer,
-            open_timeout: config.open_timeout,
-            stop: Arc::clone(&stop),
-            warm: Some(warm_tx),
+        let (warm_tx, warm_rx) = oneshot::channel();
+        let thread = {
+            let config = config.clone();
+            let members = Arc::clone(&members);
+            let stop = Arc::clone(&stop);
+            std::thread::Builder::new()
+                .name(format!("kquota-members-{}", config.instance_id))
+                .spawn(move || match Worker::new(&config, engine, members, stop) {
+                    Ok(mut worker) => {
+                        worker.warm = Some(warm_tx);
+                        worker.run();
+                    }
+                    Err(e) => {
+                        let _ = warm_tx.send(Err(e));
+                    }
+                })
+                .map_err(|source| ClusterError::Thread {
+                    thread: "members",
+                    source,
+                })?
         };
-        let thread = std::thread::Builder::new()
-            .name(format!("kquota-members-{}", config.instance_id))
-            .spawn(move || worker.run())
-            .map_err(|e| ClusterError::Kafka(format!("cannot start the members thread: {e}")))?;
-        // The worker signals when warm; if it cannot, the deadline is the same for both.
-        let _ = warm_rx.recv_timeout(config.open_timeout + Duration::from_secs(1));
-        Ok(Membership {
+        let membership = Membership {
             members,
             stop,
             thread: Some(thread),
-        })
+        };
+        // Dropping `membership` on an error stops the thread.
+        match warm_rx.await {
+            Ok(Ok(())) => Ok(membership),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(ClusterError::Thread {
+                thread: "members",
+                source: std::io::Error::other("it ended while joining"),
+            }),
+        }
     }
 
     /// The live instances' ids, sorted, this one included.
@@ -262,10 +246,58 @@ struct Worker {
     open_timeout: Duration,
     stop: Arc<AtomicBool>,
     /// Taken when the start-up read is done.
-    warm: Option<mpsc::SyncSender<()>>,
+    warm: Option<oneshot::Sender<Result<(), ClusterError>>>,
 }
 
 impl Worker {
+    /// Checks or creates the topic and makes the clients, assigned from the topic's start.
+    fn new(
+        config: &ClusterConfig,
+        engine: Arc<Engine>,
+        members: Arc<Members>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Worker, ClusterError> {
+        let topic = config.members_topic.clone();
+        ensure_topic(config, &TopicSpec::members(&topic), config.open_timeout)?;
+        let expiry_ms = millis(config.member_expiry).max(1).to_string();
+        let producer: BaseProducer = fresh_producer_config(config)
+            // A heartbeat older than the expiry says nothing any more.
+            .set("message.timeout.ms", &expiry_ms)
+            .create()
+            .map_err(|source| ClusterError::Client {
+                client: KafkaClient::MembersProducer,
+                source,
+            })?;
+        let consumer = assigned_consumer(config, "members", KafkaClient::MembersConsumer)?;
+        let partitions = partitions(&consumer, &topic, config.open_timeout)?;
+        let ends = assign(
+            &consumer,
+            &topic,
+            &partitions,
+            Offset::Beginning,
+            config.open_timeout,
+        )?;
+        Ok(Worker {
+            topic,
+            heartbeat: config.heartbeat_interval.max(Duration::from_millis(1)),
+            expiry: config.member_expiry,
+            table: MemberTable::new(
+                &config.instance_id,
+                config.member_expiry,
+                config.heartbeat_interval,
+            ),
+            ends,
+            seq: wall_micros(),
+            members,
+            engine,
+            producer,
+            consumer,
+            open_timeout: config.open_timeout,
+            stop,
+            warm: None,
+        })
+    }
+
     fn run(&mut self) {
         let started = Instant::now();
         let mut next_heartbeat = started;
@@ -347,7 +379,10 @@ impl Worker {
                 }
                 // After the first live set is out, so that start returns with it.
                 if let Some(tx) = self.warm.take() {
-                    let _ = tx.try_send(());
+                    if tx.send(Ok(())).is_err() {
+                        // Whoever was joining gave up: nobody will stop this thread.
+                        return;
+                    }
                 }
             }
         }
@@ -418,15 +453,6 @@ impl Worker {
             },
         }
     }
-}
-
-/// The heartbeats' sequence starts at the microseconds since the epoch, so that a restarted
-/// instance never reuses the numbers of its previous run (it sends far fewer than one a
-/// microsecond): a heartbeat of the previous run read back is never taken for one of this run.
-fn first_seq() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2))
 }
 
 /// Who is live, from heartbeats received and this instance's own heartbeats read back. No I/O,
@@ -524,101 +550,6 @@ impl MemberTable {
         let mut live: BTreeSet<&str> = self.others.keys().map(String::as_str).collect();
         live.insert(&self.me);
         live.into_iter().map(str::to_owned).collect()
-    }
-}
-
-// ---- Kafka plumbing shared with the usage sharing.
-
-pub(crate) fn kafka(e: KafkaError) -> ClusterError {
-    ClusterError::Kafka(e.to_string())
-}
-
-pub(crate) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A producer for small, frequent records whose worth is their freshness: no batching delay,
-/// the leader's acknowledgement is enough.
-pub(crate) fn producer_config(config: &ClusterConfig) -> ClientConfig {
-    let mut c = config.client();
-    c.set("linger.ms", "0").set("acks", "1");
-    c
-}
-
-/// A consumer that is assigned partitions (it never joins a group nor commits offsets: the
-/// group id only satisfies the client), logging through `tracing` (its errors at `debug`: the
-/// poll loops log them too).
-pub(crate) fn consumer(
-    config: &ClusterConfig,
-    what: &str,
-) -> Result<BaseConsumer<TracingContext>, ClusterError> {
-    let mut c = config.client();
-    c.set("group.id", format!("kquota-{what}-{}", config.instance_id))
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("allow.auto.create.topics", "false")
-        // A record reaches the others' views within 100 ms of its append, not librdkafka's 500.
-        .set("fetch.wait.max.ms", "100");
-    c.create_with_context(TracingContext { quiet_errors: true })
-        .map_err(kafka)
-}
-
-/// Assigns `partitions` of `topic` to `consumer` from `from`; returns, for each that is not
-/// empty, where it ended at that time (its high watermark).
-pub(crate) fn assign(
-    consumer: &BaseConsumer<TracingContext>,
-    topic: &str,
-    partitions: &[i32],
-    from: Offset,
-    timeout: Duration,
-) -> Result<HashMap<i32, i64>, ClusterError> {
-    let mut list = TopicPartitionList::new();
-    let mut ends = HashMap::new();
-    for &p in partitions {
-        let (_, high) = consumer
-            .fetch_watermarks(topic, p, timeout)
-            .map_err(kafka)?;
-        list.add_partition_offset(topic, p, from).map_err(kafka)?;
-        if high > 0 {
-            ends.insert(p, high);
-        }
-    }
-    consumer.assign(&list).map_err(kafka)?;
-    Ok(ends)
-}
-
-/// The partitions of `topic`, waiting up to `timeout` for a topic just created to show them.
-pub(crate) fn partitions(
-    consumer: &BaseConsumer<TracingContext>,
-    topic: &str,
-    timeout: Duration,
-) -> Result<Vec<i32>, ClusterError> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let metadata = consumer.fetch_metadata(Some(topic), timeout);
-        match metadata {
-            Ok(m) => {
-                let found: Vec<i32> = m
-                    .topics()
-                    .iter()
-                    .filter(|t| t.name() == topic && t.error().is_none())
-                    .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-                    .collect();
-                if !found.is_empty() {
-                    return Ok(found);
-                }
-            }
-            Err(e) if Instant::now() >= deadline => return Err(kafka(e)),
-            Err(_) => {}
-        }
-        if Instant::now() >= deadline {
-            return Err(ClusterError::Topic(
-                topic.to_owned(),
-                "its partitions are not known to the cluster".to_owned(),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -763,6 +694,6 @@ mod tests {
         // An echo of a heartbeat this run never sent (a previous run's).
         sim.table.echo(123_456, sim.at(10_000));
         assert_eq!(sim.table.live(), ["a", "b"]);
-        assert!(first_seq() > 1_600_000_000_000_000);
+        assert!(wall_micros() > 1_600_000_000_000_000);
     }
 }

@@ -1,8 +1,10 @@
 //! The split of a cluster-wide `bps` limit, simulated: instances each with the engine's real
 //! meter on one manual clock, producers that wait out every throttle they are given, and usage
-//! records exchanged every 250 ms (encoded and decoded as in the topic) through memory instead
-//! of Kafka. Deterministic: the same numbers every run. `cargo test -p kquota-cluster --test
-//! split_sim -- --nocapture` prints them.
+//! records exchanged (encoded and decoded as in the topic) through memory instead of Kafka, on
+//! the very cadence the usage thread runs ([`UsageCadence`]: each instance publishes every 250 ms
+//! and hands the others' records to its split with its own publication or half an interval after
+//! the first arrived). Deterministic: the same numbers every run. `cargo test -p kquota-cluster
+//! --test split_sim -- --nocapture` prints them.
 //!
 //! To explore: `SIM_MARGIN`, `SIM_FLOOR` and `SIM_GROWTH` override the split's settings,
 //! `SIM_LATENCY_MS` the delivery time of a record (default one 10 ms tick; the assertions hold for
@@ -20,7 +22,9 @@ use std::time::Duration;
 
 use kquota::meter::{BpsSplit, BucketOwner, ClientMeter, Clock, ManualClock, Meter, MeterConfig};
 use kquota::{Alteration, Engine, Entity, EntityName, QuotaKey};
-use kquota_cluster::{SharedSplit, SplitParams, UsageRecord, UsageTracker, MAX_RECORD_BYTES};
+use kquota_cluster::{
+    SharedSplit, SplitParams, UsageCadence, UsageRecord, UsageTracker, MAX_RECORD_BYTES,
+};
 
 /// The cluster-wide limit: `producer_byte_rate:bps` = 3 MB/s for user alice.
 const L: f64 = 3_000_000.0;
@@ -49,8 +53,9 @@ struct Instance {
     split: Option<Arc<SharedSplit>>,
     tracker: UsageTracker,
     producers: Vec<Producer>,
-    /// When it next publishes (instances are out of step, as real ones are).
-    next_publish: u64,
+    /// When it publishes and hands the others' records to its split, as the usage thread does
+    /// (instances are out of step, as real ones are).
+    cadence: UsageCadence<UsageRecord>,
     /// Bytes accepted, per 1 s slot of simulated time.
     accepted: Vec<f64>,
 }
@@ -129,7 +134,10 @@ impl Sim {
             split,
             producers: Vec::new(),
             // Out of step: each publishes at its own phase of the interval.
-            next_publish: now + (i as u64 * 80) % INTERVAL_MS,
+            cadence: UsageCadence::new(
+                Duration::from_millis(INTERVAL_MS),
+                now + (i as u64 * 80) % INTERVAL_MS,
+            ),
             accepted: Vec::new(),
         };
         for _ in 0..producers {
@@ -157,27 +165,27 @@ impl Sim {
     fn tick(&mut self) {
         let now = self.now();
         let slot = (now / 1000) as usize;
-        // Records due now arrive.
+        // Records due now arrive, and wait in their instance's cadence.
         while self.in_flight.front().is_some_and(|d| d.at <= now) {
             let d = self.in_flight.pop_front().unwrap();
             let record = UsageRecord::decode(&d.bytes).unwrap();
-            if let Some(split) = &self.instances[d.to].split {
-                split.receive([record]);
-            }
+            self.instances[d.to].cadence.received(record, now);
         }
         let n = self.instances.len();
         for i in 0..n {
             let instance = &mut self.instances[i];
-            if now >= instance.next_publish {
-                instance.next_publish += INTERVAL_MS;
+            let Some(due) = instance.cadence.due(now) else {
+                self.produce(i, now, slot);
+                continue;
+            };
+            let mut local = None;
+            if due.publish {
                 let mut record = instance
                     .tracker
                     .record(&instance.meter.snapshot(), now, now);
                 let (bytes, taken) = record.encode(MAX_RECORD_BYTES);
                 record.buckets.truncate(taken);
-                if let Some(split) = &instance.split {
-                    split.record_local(&record);
-                }
+                local = Some(record);
                 if self.delivering {
                     for to in (0..n).filter(|to| *to != i) {
                         // Through "Kafka": one tick by default.
@@ -189,21 +197,10 @@ impl Sim {
                     }
                 }
             }
-            if instance.accepted.len() <= slot {
-                instance.accepted.resize(slot + 1, 0.0);
+            if let Some(split) = &instance.split {
+                split.update(local.as_ref(), due.received);
             }
-            for p in &mut instance.producers {
-                if now < p.blocked_until || p.rate == 0.0 {
-                    continue;
-                }
-                let offered = p.rate * TICK_MS as f64 / 1000.0 + p.carry;
-                let bytes = offered.floor();
-                p.carry = offered - bytes;
-                // Kafka accepts the request, then mutes the connection for the throttle.
-                let throttle = p.meter.produce(bytes as u64);
-                instance.accepted[slot] += bytes;
-                p.blocked_until = now + throttle.ms;
-            }
+            self.produce(i, now, slot);
         }
         if std::env::var("SIM_TRACE").is_ok() && now % 250 == 1 {
             let parts: Vec<String> = self
@@ -249,6 +246,26 @@ impl Sim {
             self.ticks_over += 1;
         }
         self.clock.advance(TICK_MS);
+    }
+
+    /// Instance `i`'s producers send what they offer this tick, unless waiting out a throttle.
+    fn produce(&mut self, i: usize, now: u64, slot: usize) {
+        let instance = &mut self.instances[i];
+        if instance.accepted.len() <= slot {
+            instance.accepted.resize(slot + 1, 0.0);
+        }
+        for p in &mut instance.producers {
+            if now < p.blocked_until || p.rate == 0.0 {
+                continue;
+            }
+            let offered = p.rate * TICK_MS as f64 / 1000.0 + p.carry;
+            let bytes = offered.floor();
+            p.carry = offered - bytes;
+            // Kafka accepts the request, then mutes the connection for the throttle.
+            let throttle = p.meter.produce(bytes as u64);
+            instance.accepted[slot] += bytes;
+            p.blocked_until = now + throttle.ms;
+        }
     }
 
     /// Each instance's mean accepted rate over simulated seconds `from..to`.

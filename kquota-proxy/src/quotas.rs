@@ -77,10 +77,12 @@ impl Quotas {
         #[cfg(feature = "cluster")]
         let cluster = match &config.cluster {
             Some(cluster) => {
-                let members =
-                    Membership::start(cluster, Arc::clone(&engine)).map_err(cluster_error)?;
-                let usage =
-                    UsageShare::start(cluster, meter.clone(), &members).map_err(cluster_error)?;
+                let members = Membership::start(cluster, Arc::clone(&engine))
+                    .await
+                    .map_err(cluster_error)?;
+                let usage = UsageShare::start(cluster, meter.clone(), &members)
+                    .await
+                    .map_err(cluster_error)?;
                 Some((members, usage))
             }
             None => None,

@@ -85,6 +85,7 @@ async fn open(config: &ServerConfig) -> Result<(Opened, Option<Members>), StartE
                 .await
                 .map_err(opened)?;
             let members = Members::start(&cluster, Arc::clone(&engine.engine))
+                .await
                 .map_err(StartError::Cluster)?;
             Ok((engine, Some(members)))
         }

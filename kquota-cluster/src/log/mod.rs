@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use rdkafka::client::ClientContext;
@@ -26,11 +26,17 @@ use tracing::{error, info, warn};
 
 use kquota::{AlterResult, Alteration, Engine, EntityChange, PersistError, Persistence};
 
-use crate::config::{ClusterConfig, ClusterError};
-use crate::record::ConfigRecord;
-use crate::topics::{
-    ensure_topic, forward_log, kafka_or_timeout, remaining, TopicSpec, TracingContext,
+use crate::config::ClusterConfig;
+use crate::error::{
+    ClusterError, ConfigProblem, KafkaClient, LogFailure, Operation, RecordProblem, TopicProblem,
 };
+use crate::kafka::{
+    client, ensure_topic, forward_log, kafka_or_timeout, remaining, TopicSpec, TracingContext,
+};
+use crate::time::wall_micros;
+use record::ConfigRecord;
+
+pub(crate) mod record;
 
 /// How long the follower waits for a record before it looks at its stop flag again.
 const POLL: Duration = Duration::from_millis(100);
@@ -173,7 +179,7 @@ struct Follow {
     /// The offset after the last record applied.
     next_offset: i64,
     /// Why this instance stopped applying the log, once it has.
-    failure: Option<String>,
+    failure: Option<LogFailure>,
     /// This process's commits still waiting, by sequence number.
     pending: HashMap<u64, Pending>,
     /// The highest sequence number of this instance id seen in the log.
@@ -184,11 +190,11 @@ struct Follow {
 enum Pending {
     /// Produced; `doubt` holds a delivery error after which the record may or may not be in the
     /// log (the follower will tell, if it comes).
-    Waiting { doubt: Option<String> },
+    Waiting { doubt: Option<KafkaError> },
     /// Applied from the log, with these results.
     Applied(Vec<AlterResult>),
     /// Kafka refused the record: it is not in the log.
-    Refused(String),
+    Refused(KafkaError),
 }
 
 impl ConfigLog {
@@ -208,16 +214,12 @@ impl ConfigLog {
         engine: Arc<Engine>,
     ) -> Result<ConfigLog, ClusterError> {
         if config.instance_id.is_empty() {
-            return Err(ClusterError::Config(
-                "the instance id is empty: it names this instance's batches in the log".into(),
-            ));
+            return Err(ClusterError::Config(ConfigProblem::EmptyInstanceId));
         }
         if engine.entity_count() != 0 {
-            return Err(ClusterError::Config(format!(
-                "the engine already holds {} entities: the configuration log is replayed into an \
-                 empty engine",
-                engine.entity_count()
-            )));
+            return Err(ClusterError::Config(ConfigProblem::EngineNotEmpty {
+                entities: engine.entity_count(),
+            }));
         }
         let shared = Arc::new(Shared {
             engine,
@@ -235,7 +237,10 @@ impl ConfigLog {
             std::thread::Builder::new()
                 .name(format!("kquota-log-{}", config.instance_id))
                 .spawn(move || follow(&config, &shared, ready_tx))
-                .map_err(|e| ClusterError::Kafka(format!("starting the follower thread: {e}")))?
+                .map_err(|source| ClusterError::Thread {
+                    thread: "configuration log follower",
+                    source,
+                })?
         };
         let log = ConfigLog {
             shared,
@@ -250,15 +255,16 @@ impl ConfigLog {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e),
             Err(_) => {
-                return Err(ClusterError::Kafka(
-                    "the follower thread ended while catching up".into(),
-                ))
+                return Err(ClusterError::Thread {
+                    thread: "configuration log follower",
+                    source: std::io::Error::other("it ended while catching up"),
+                })
             }
         }
         // Past every number this instance id has used, in the log or (had the last process's
         // final records not landed yet) in the last microseconds.
         let max_own = log.shared.state.lock().max_own_seq;
-        let first = max_own.map_or(0, |s| s + 1).max(now_micros());
+        let first = max_own.map_or(0, |s| s + 1).max(wall_micros());
         log.next_seq.store(first, Ordering::Relaxed);
         log.shared.first_seq.store(first, Ordering::Release);
         info!(
@@ -282,10 +288,11 @@ impl ConfigLog {
             // Nothing is written, so no order is needed: against this instance's state.
             return Ok(self.shared.engine.alter(batch, true));
         }
-        if let Some(why) = self.failure() {
-            return Err(ClusterError::Kafka(format!(
-                "alteration refused: this instance stopped applying the configuration log ({why})"
-            )));
+        if let Some(failure) = self.failure() {
+            return Err(ClusterError::Stopped {
+                failure,
+                produced: false,
+            });
         }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let record = ConfigRecord {
@@ -307,12 +314,10 @@ impl ConfigLog {
                 .key(&key)
                 .payload(&value),
         );
-        if let Err((e, _)) = sent {
+        if let Err((source, _)) = sent {
             // Never handed to the network.
             self.shared.state.lock().pending.remove(&seq);
-            return Err(ClusterError::Kafka(format!(
-                "alteration refused: Kafka did not accept it ({e})"
-            )));
+            return Err(ClusterError::Refused { source });
         }
         let deadline = Instant::now() + self.alter_timeout;
         blocking(|| self.wait(seq, deadline))
@@ -325,10 +330,11 @@ impl ConfigLog {
             if let Some(done) = outcome(&mut state, seq) {
                 return done;
             }
-            if let Some(why) = &state.failure {
-                let e = not_acknowledged(format!(
-                    "this instance stopped applying the configuration log ({why})"
-                ));
+            if let Some(failure) = &state.failure {
+                let e = ClusterError::Stopped {
+                    failure: failure.clone(),
+                    produced: true,
+                };
                 state.pending.remove(&seq);
                 return Err(e);
             }
@@ -342,13 +348,13 @@ impl ConfigLog {
                     return done;
                 }
                 let doubt = match state.pending.remove(&seq) {
-                    Some(Pending::Waiting { doubt: Some(d) }) => format!("; Kafka: {d}"),
-                    _ => String::new(),
+                    Some(Pending::Waiting { doubt }) => doubt,
+                    _ => None,
                 };
-                return Err(not_acknowledged(format!(
-                    "not applied here within {:?}{doubt}",
-                    self.alter_timeout
-                )));
+                return Err(ClusterError::NotAcknowledged {
+                    after: self.alter_timeout,
+                    doubt,
+                });
             }
         }
     }
@@ -370,7 +376,7 @@ impl ConfigLog {
 
     /// Why this instance stopped applying the log, if it has: it then refuses every commit and
     /// keeps the configuration it had.
-    pub fn failure(&self) -> Option<String> {
+    pub fn failure(&self) -> Option<LogFailure> {
         self.shared.state.lock().failure.clone()
     }
 }
@@ -425,18 +431,9 @@ fn outcome(state: &mut Follow, seq: u64) -> Option<Result<Vec<AlterResult>, Clus
     }
     match state.pending.remove(&seq) {
         Some(Pending::Applied(results)) => Some(Ok(results)),
-        Some(Pending::Refused(why)) => Some(Err(ClusterError::Kafka(format!(
-            "alteration refused: Kafka did not accept it ({why})"
-        )))),
+        Some(Pending::Refused(source)) => Some(Err(ClusterError::Refused { source })),
         _ => None,
     }
-}
-
-/// A commit that timed out, or whose instance stopped following, with why.
-fn not_acknowledged(why: String) -> ClusterError {
-    ClusterError::Timeout(format!(
-        "the alteration was not acknowledged: it may still be applied if Kafka accepted it ({why})"
-    ))
 }
 
 /// Runs `f`, which blocks, without starving a multi-thread runtime's other tasks.
@@ -448,12 +445,6 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
         // No runtime, or a current-thread one (where block_in_place panics): just block.
         _ => f(),
     }
-}
-
-fn now_micros() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
 }
 
 /// The producer's context: delivery reports reach the waiting commits.
@@ -484,10 +475,10 @@ impl ProducerContext for Delivery {
         let mut state = self.shared.state.lock();
         if let Some(p @ Pending::Waiting { .. }) = state.pending.get_mut(&seq) {
             *p = if surely_refused(e) {
-                Pending::Refused(e.to_string())
+                Pending::Refused(e.clone())
             } else {
                 Pending::Waiting {
-                    doubt: Some(e.to_string()),
+                    doubt: Some(e.clone()),
                 }
             };
             self.shared.changed.notify_all();
@@ -520,7 +511,7 @@ fn producer(
     config: &ClusterConfig,
     shared: &Arc<Shared>,
 ) -> Result<ThreadedProducer<Delivery>, ClusterError> {
-    let mut c = config.client();
+    let mut c = client(config);
     c.set("enable.idempotence", "true")
         .set("acks", "all")
         // A record not delivered by the time its commit gives up is dropped rather than
@@ -535,13 +526,14 @@ fn producer(
         )
         // Alterations are few and someone waits for each: send at once.
         .set("linger.ms", "0")
-        .set("socket.nagle.disable", "true")
-        // Producing to a missing topic must not create it with the brokers' defaults.
-        .set("allow.auto.create.topics", "false");
+        .set("socket.nagle.disable", "true");
     c.create_with_context(Delivery {
         shared: Arc::clone(shared),
     })
-    .map_err(|e| ClusterError::Kafka(format!("the configuration log's producer: {e}")))
+    .map_err(|source| ClusterError::Client {
+        client: KafkaClient::LogProducer,
+        source,
+    })
 }
 
 /// The follower thread: checks the topic, replays the log, says so through `ready`, then follows
@@ -575,12 +567,15 @@ fn follow(
                     return;
                 }
             } else if last_progress.elapsed() >= config.open_timeout {
-                let at = shared.state.lock().next_offset;
-                let _ = tx.send(Err(ClusterError::Timeout(format!(
-                    "catching up with topic {topic}: no record for {:?} at offset {at} (the log \
-                     ended at {end} when this instance started)",
-                    config.open_timeout
-                ))));
+                let offset = shared.state.lock().next_offset;
+                let _ = tx.send(Err(ClusterError::Timeout {
+                    operation: Operation::CatchUp {
+                        topic: topic.to_owned(),
+                        offset,
+                        end,
+                    },
+                    after: config.open_timeout,
+                }));
                 return;
             } else if tx.is_closed() {
                 return;
@@ -602,11 +597,11 @@ fn follow(
             }
             Err(e) => consumer_error(e, &mut repeats),
         };
-        if let Err(why) = outcome {
+        if let Err(problem) = outcome {
             let offset = shared.state.lock().next_offset;
-            fail(shared, topic, offset, &why);
+            fail(shared, topic, offset, problem.clone());
             if let Some(tx) = ready.take() {
-                let _ = tx.send(Err(ClusterError::Record(offset, why)));
+                let _ = tx.send(Err(ClusterError::Record { offset, problem }));
             }
             return;
         }
@@ -619,7 +614,7 @@ fn start(config: &ClusterConfig) -> Result<(BaseConsumer<TracingContext>, i64), 
     let topic = config.config_topic.as_str();
     let deadline = Instant::now() + config.open_timeout;
     ensure_topic(config, &TopicSpec::config_log(topic), config.open_timeout)?;
-    let mut c = config.client();
+    let mut c = client(config);
     // The partition is assigned, read from its start every time, and no offset is kept:
     // librdkafka wants a group id to assign at all, but this one never joins or commits.
     c.set(
@@ -633,55 +628,56 @@ fn start(config: &ClusterConfig) -> Result<(BaseConsumer<TracingContext>, i64), 
     // An offset that falls out of the log (a deleted or truncated topic) must stop the
     // follower, not send it back to the start to apply everything again.
     .set("auto.offset.reset", "error")
-    .set("allow.auto.create.topics", "false")
     .set("socket.nagle.disable", "true");
     let consumer: BaseConsumer<TracingContext> = c
         .create_with_context(TracingContext { quiet_errors: true })
-        .map_err(|e| ClusterError::Kafka(format!("the configuration log's consumer: {e}")))?;
-    let left = remaining(deadline, || format!("the end of topic {topic}"))?;
+        .map_err(|source| ClusterError::Client {
+            client: KafkaClient::LogConsumer,
+            source,
+        })?;
+    let watermarks = || Operation::Watermarks(topic.to_owned());
+    let left = remaining(deadline, config.open_timeout, watermarks)?;
     let (low, high) = consumer
         .fetch_watermarks(topic, 0, left)
-        .map_err(|e| kafka_or_timeout(e, || format!("the end of topic {topic}")))?;
+        .map_err(|e| kafka_or_timeout(e, watermarks(), config.open_timeout))?;
     if low > 0 {
-        return Err(ClusterError::Topic(
-            topic.to_owned(),
-            format!(
-                "its log starts at offset {low}, not 0: the batches before it were deleted, so \
-                 replaying it cannot rebuild the configuration"
-            ),
-        ));
+        return Err(ClusterError::Topic {
+            topic: topic.to_owned(),
+            problem: TopicProblem::LogStart { offset: low },
+        });
     }
+    let assign_error = |source| ClusterError::Kafka {
+        operation: Operation::Assign(topic.to_owned()),
+        source,
+    };
     let mut assignment = TopicPartitionList::new();
     assignment
         .add_partition_offset(topic, 0, Offset::Beginning)
-        .map_err(|e| ClusterError::Kafka(format!("assigning topic {topic}: {e}")))?;
-    consumer
-        .assign(&assignment)
-        .map_err(|e| ClusterError::Kafka(format!("assigning topic {topic}: {e}")))?;
+        .map_err(assign_error)?;
+    consumer.assign(&assignment).map_err(assign_error)?;
     Ok((consumer, high))
 }
 
 /// Applies one record; an error is a record this instance cannot apply.
-fn apply<M: Message>(shared: &Shared, topic: &str, message: &M) -> Result<(), String> {
+fn apply<M: Message>(shared: &Shared, topic: &str, message: &M) -> Result<(), RecordProblem> {
     let offset = message.offset();
     if offset < shared.state.lock().next_offset {
         // Already applied (a fetch repeated after a reconnect).
         return Ok(());
     }
-    let key = message.key().map(String::from_utf8_lossy);
+    let key = message
+        .key()
+        .map(|k| String::from_utf8_lossy(k).into_owned());
     let Some(value) = message.payload() else {
-        return Err(format!(
-            "a tombstone (no value) for key {key:?}: compaction would remove that batch, and \
-             instances that replay the log later would not hold it"
-        ));
+        return Err(RecordProblem::Tombstone { key });
     };
     let record = ConfigRecord::decode(value)?;
     let expected = record.key();
     if key.as_deref() != Some(expected.as_str()) {
-        return Err(format!(
-            "its key is {key:?}, its value says {expected:?}: a record written by something other \
-             than a kquota instance"
-        ));
+        return Err(RecordProblem::Key {
+            found: key,
+            expected,
+        });
     }
     let results = shared.engine.alter(&record.batch, record.validate_only);
     let mut state = shared.state.lock();
@@ -727,16 +723,14 @@ fn apply<M: Message>(shared: &Shared, topic: &str, message: &M) -> Result<(), St
 }
 
 /// What to do about a consumer error: go on (logging it), or stop following.
-fn consumer_error(e: KafkaError, repeats: &mut Repeats) -> Result<(), String> {
+fn consumer_error(e: KafkaError, repeats: &mut Repeats) -> Result<(), RecordProblem> {
     let fatal = matches!(e, KafkaError::MessageConsumptionFatal(_))
         || matches!(
             e.rdkafka_error_code(),
             Some(RDKafkaErrorCode::AutoOffsetReset | RDKafkaErrorCode::OffsetOutOfRange)
         );
     if fatal {
-        return Err(format!(
-            "the consumer cannot go on: {e} (the topic may have been deleted or truncated)"
-        ));
+        return Err(RecordProblem::Consumer(e.to_string()));
     }
     // Kafka unreachable and the like: librdkafka retries and reconnects by itself.
     let text = e.to_string();
@@ -747,18 +741,22 @@ fn consumer_error(e: KafkaError, repeats: &mut Repeats) -> Result<(), String> {
 }
 
 /// Stops this instance's use of the log, loudly: every waiting and later commit is refused.
-fn fail(shared: &Shared, topic: &str, offset: i64, why: &str) {
+fn fail(shared: &Shared, topic: &str, offset: i64, problem: RecordProblem) {
     error!(
         topic,
         offset,
         instance = %shared.instance_id,
-        "this instance cannot apply the configuration log at offset {offset}: {why}. It stops \
+        "this instance cannot apply the configuration log at offset {offset}: {problem}. It stops \
          following the log and refuses alterations; it keeps enforcing the configuration it has \
          (every batch before that offset). Every instance must hold the same configuration, so a \
          record is never skipped: fix or remove the cause and restart the instance"
     );
     let mut state = shared.state.lock();
-    state.failure = Some(format!("at offset {offset} of topic {topic}: {why}"));
+    state.failure = Some(LogFailure {
+        topic: topic.to_owned(),
+        offset,
+        problem,
+    });
     shared.changed.notify_all();
 }
 

@@ -24,8 +24,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use kquota::{Alteration, EntityPart, Op};
 
+use crate::error::RecordProblem;
+
 /// The record version this crate writes and reads.
 pub(crate) const VERSION: u32 = 1;
+/// The versions this crate reads, as an error message names them.
+pub(crate) const READS: &str = "version 1";
 
 /// One committed batch, as it travels through the topic.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,28 +64,29 @@ impl ConfigRecord {
     }
 
     /// Decodes a record's value; the error says what is wrong with it.
-    pub(crate) fn decode(value: &[u8]) -> Result<ConfigRecord, String> {
+    pub(crate) fn decode(value: &[u8]) -> Result<ConfigRecord, RecordProblem> {
         // The version first: a later version may be shaped differently, and saying "version 2"
         // is more use than a complaint about its fields.
         // An object, not the array form serde would also take for a struct.
         if value.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Err("not a configuration record: not a JSON object".into());
-        }
-        let version: Version = serde_json::from_slice(value)
-            .map_err(|e| format!("not a configuration record: {e}"))?;
-        if version.v != VERSION {
-            return Err(format!(
-                "record version {} (this instance reads version {VERSION} only)",
-                version.v
+            return Err(RecordProblem::Malformed(
+                "not a configuration record: not a JSON object".into(),
             ));
         }
-        let wire: WireRecord = serde_json::from_slice(value)
-            .map_err(|e| format!("malformed version {VERSION} record: {e}"))?;
+        let version: Version = serde_json::from_slice(value)
+            .map_err(|e| RecordProblem::Malformed(format!("not a configuration record: {e}")))?;
+        if version.v != u64::from(VERSION) {
+            return Err(RecordProblem::Version(version.v));
+        }
+        let wire: WireRecord = serde_json::from_slice(value).map_err(|e| {
+            RecordProblem::Malformed(format!("malformed version {VERSION} record: {e}"))
+        })?;
         let batch = wire
             .alterations
             .into_iter()
             .map(Alteration::try_from)
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(RecordProblem::Malformed)?;
         Ok(ConfigRecord {
             origin: wire.origin,
             seq: wire.seq,
@@ -99,7 +104,7 @@ pub(crate) fn record_key(origin: &str, seq: u64) -> String {
 /// Only the version, whatever else the record holds.
 #[derive(Deserialize)]
 struct Version {
-    v: u32,
+    v: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -468,7 +473,9 @@ mod tests {
             ),
         ];
         for (text, why) in bad {
-            let e = ConfigRecord::decode(text.as_bytes()).expect_err(text);
+            let e = ConfigRecord::decode(text.as_bytes())
+                .expect_err(text)
+                .to_string();
             assert!(e.contains(why), "{text}: {e}");
         }
         // Not UTF-8.
@@ -482,11 +489,15 @@ mod tests {
                 r#"{{"v":{v},"origin":"a","seq":1,"validate_only":false,"alterations":[]}}"#
             );
             let e = ConfigRecord::decode(text.as_bytes()).unwrap_err();
-            assert!(e.contains(&format!("record version {v}")), "{e}");
+            assert_eq!(e, RecordProblem::Version(v));
+            assert!(
+                e.to_string().contains(&format!("record version {v}")),
+                "{e}"
+            );
         }
         // A later version's shape is not read as version 1's.
         let e = ConfigRecord::decode(br#"{"v":2,"snapshot":{}}"#).unwrap_err();
-        assert!(e.contains("record version 2"), "{e}");
+        assert_eq!(e, RecordProblem::Version(2));
     }
 
     #[test]

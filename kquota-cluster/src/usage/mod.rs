@@ -1,33 +1,46 @@
-//! Usage sharing: each instance's use of its `bps` buckets ([`UsageRecord`](crate::UsageRecord)),
-//! published to the usage topic every `usage_interval` and read by the others, from which each
-//! takes its part of every cluster-wide `bps` limit ([`SharedSplit`]).
+//! Usage sharing: each instance's use of its `bps` buckets ([`UsageRecord`]), published to the
+//! usage topic every `usage_interval` and read by the others, from which each takes its part of
+//! every cluster-wide `bps` limit ([`SharedSplit`]).
+//!
+//! The parts: [`record`] (what a record says, and the tracker that makes one from the meter),
+//! [`split`] (the decision, and the shared view it is made from), [`cadence`] (when to publish
+//! and when to hand the others' records to the split), and here the thread that moves the
+//! records through Kafka. Only this file does I/O.
 //!
 //! The topic is created if missing: one partition, `cleanup.policy=delete`, five minutes'
 //! retention (only the latest records matter, and they are read from the end); a record's key is
-//! the instance's id. A clean stop publishes a last record with no buckets, so that the others stop
-//! counting this instance's usage at once.
+//! the instance's id. A clean stop publishes a last record with no buckets, so that the others
+//! stop counting this instance's usage at once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use kquota::meter::{Clock, Meter, SystemClock};
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset};
+use tokio::sync::oneshot;
 
-use crate::config::{ClusterConfig, ClusterError};
-use crate::members::{assign, consumer, kafka, millis, partitions, producer_config, Members, POLL};
-use crate::report::{UsageRecord, UsageTracker, DEFAULT_MAX_BUCKETS, MAX_RECORD_BYTES};
-use crate::split::{SharedSplit, SplitParams};
-use crate::topics::{ensure_topic, TopicSpec, TracingContext};
+use crate::config::ClusterConfig;
+use crate::error::{ClusterError, ConfigProblem, KafkaClient};
+use crate::kafka::{
+    assign, assigned_consumer, ensure_topic, fresh_producer_config, partitions, TopicSpec,
+    TracingContext,
+};
+use crate::members::Members;
+use crate::time::{millis, wall_ms};
+use cadence::UsageCadence;
+use record::{UsageRecord, UsageTracker, DEFAULT_MAX_BUCKETS, MAX_RECORD_BYTES};
+use split::{SharedSplit, SplitParams};
 
-fn wall_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, millis)
-}
+pub(crate) mod cadence;
+pub(crate) mod record;
+pub(crate) mod split;
+
+/// How late the usage thread notices a stop: its longest wait in one poll.
+const POLL: Duration = Duration::from_millis(50);
 
 /// Shares this instance's `bps` usage through the usage topic and splits the cluster-wide `bps`
 /// limits of its meter by everyone's ([`SharedSplit`], installed with
@@ -47,20 +60,21 @@ pub struct UsageShare {
 
 impl UsageShare {
     /// Starts sharing `meter`'s usage with the default [`SplitParams`].
-    pub fn start(
+    pub async fn start(
         config: &ClusterConfig,
         meter: Meter,
         members: &crate::Membership,
     ) -> Result<UsageShare, ClusterError> {
-        UsageShare::start_with(config, meter, members, SplitParams::default())
+        UsageShare::start_with(config, meter, members, SplitParams::default()).await
     }
 
-    /// Starts sharing `meter`'s usage: creates the usage topic if it is missing, publishes every
-    /// `usage_interval`, reads the others' records from the end, and installs the split in the
-    /// meter. Fails if Kafka cannot be reached or refuses the topic or the clients' settings, and
-    /// with [`ClusterError::Config`] if the meter already has a split (a meter keeps the first
-    /// one it is given).
-    pub fn start_with(
+    /// Starts sharing `meter`'s usage: creates the usage topic if it is missing, and on a thread
+    /// of its own publishes every `usage_interval` and reads the others' records from the end;
+    /// resolves once the thread is reading, with the split installed in the meter. Nothing
+    /// blocks the caller's runtime meanwhile. Fails if Kafka cannot be reached or refuses the
+    /// topic or the clients' settings, and with [`ConfigProblem::MeterHasSplit`] if the meter
+    /// already has a split (a meter keeps the first one it is given).
+    pub async fn start_with(
         config: &ClusterConfig,
         meter: Meter,
         members: &crate::Membership,
@@ -73,19 +87,6 @@ impl UsageShare {
                 config.instance_id
             );
         }
-        let topic = config.usage_topic.clone();
-        ensure_topic(config, &TopicSpec::usage(&topic), config.open_timeout)?;
-        let max_age_ms = millis(config.usage_max_age).max(1).to_string();
-        let producer: BaseProducer = producer_config(config)
-            // A record older than the view's age limit would be refused by every reader.
-            .set("message.timeout.ms", &max_age_ms)
-            .set("compression.codec", "lz4")
-            .create()
-            .map_err(kafka)?;
-        let consumer = consumer(config, "usage")?;
-        let all = partitions(&consumer, &topic, config.open_timeout)?;
-        assign(&consumer, &topic, &all, Offset::End, config.open_timeout)?;
-
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let split = Arc::new(SharedSplit::new(
             &config.instance_id,
@@ -95,34 +96,53 @@ impl UsageShare {
         ));
         let members = members.members();
         split.set_live(members.live().0.iter());
-        if !meter.set_bps_split(Arc::clone(&split) as Arc<dyn kquota::meter::BpsSplit>) {
-            // A meter keeps its first split: sharing into another one would change nothing here.
-            return Err(ClusterError::Config(
-                "the meter already has a bps split (a meter takes one, once)".to_owned(),
-            ));
-        }
         let stop = Arc::new(AtomicBool::new(false));
-        let mut worker = Worker {
-            topic,
-            interval: config.usage_interval.max(Duration::from_millis(1)),
-            tracker: UsageTracker::new(&config.instance_id, DEFAULT_MAX_BUCKETS),
-            clock,
-            meter,
-            members,
-            split: Arc::clone(&split),
-            producer,
-            consumer,
-            stop: Arc::clone(&stop),
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let thread = {
+            let config = config.clone();
+            let split = Arc::clone(&split);
+            let stop = Arc::clone(&stop);
+            let meter = meter.clone();
+            std::thread::Builder::new()
+                .name(format!("kquota-usage-{}", config.instance_id))
+                .spawn(
+                    move || match Worker::new(&config, clock, meter, members, split, stop) {
+                        Ok(mut worker) => {
+                            if ready_tx.send(Ok(())).is_ok() {
+                                worker.run();
+                            }
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                        }
+                    },
+                )
+                .map_err(|source| ClusterError::Thread {
+                    thread: "usage",
+                    source,
+                })?
         };
-        let thread = std::thread::Builder::new()
-            .name(format!("kquota-usage-{}", config.instance_id))
-            .spawn(move || worker.run())
-            .map_err(|e| ClusterError::Kafka(format!("cannot start the usage thread: {e}")))?;
-        Ok(UsageShare {
+        let share = UsageShare {
             split,
             stop,
             thread: Some(thread),
-        })
+        };
+        // Dropping `share` on an error stops the thread.
+        match ready_rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                return Err(ClusterError::Thread {
+                    thread: "usage",
+                    source: std::io::Error::other("it ended while starting"),
+                })
+            }
+        }
+        if !meter.set_bps_split(Arc::clone(&share.split) as Arc<dyn kquota::meter::BpsSplit>) {
+            // A meter keeps its first split: sharing into another one would change nothing here.
+            return Err(ClusterError::Config(ConfigProblem::MeterHasSplit));
+        }
+        Ok(share)
     }
 
     /// The split, as installed in the meter (to see whether it answers, or ask it directly).
@@ -154,7 +174,7 @@ impl Drop for UsageShare {
 /// The usage thread: this instance's records out, the others' in.
 struct Worker {
     topic: String,
-    interval: Duration,
+    cadence: UsageCadence<UsageRecord>,
     tracker: UsageTracker,
     clock: Arc<dyn Clock>,
     meter: Meter,
@@ -166,34 +186,61 @@ struct Worker {
 }
 
 impl Worker {
+    /// Checks or creates the topic and makes the clients, the consumer assigned at the end.
+    fn new(
+        config: &ClusterConfig,
+        clock: Arc<dyn Clock>,
+        meter: Meter,
+        members: Arc<Members>,
+        split: Arc<SharedSplit>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Worker, ClusterError> {
+        let topic = config.usage_topic.clone();
+        ensure_topic(config, &TopicSpec::usage(&topic), config.open_timeout)?;
+        let max_age_ms = millis(config.usage_max_age).max(1).to_string();
+        let producer: BaseProducer = fresh_producer_config(config)
+            // A record older than the view's age limit would be refused by every reader.
+            .set("message.timeout.ms", &max_age_ms)
+            .set("compression.codec", "lz4")
+            .create()
+            .map_err(|source| ClusterError::Client {
+                client: KafkaClient::UsageProducer,
+                source,
+            })?;
+        let consumer = assigned_consumer(config, "usage", KafkaClient::UsageConsumer)?;
+        let all = partitions(&consumer, &topic, config.open_timeout)?;
+        assign(&consumer, &topic, &all, Offset::End, config.open_timeout)?;
+        let now = clock.now_ms();
+        Ok(Worker {
+            topic,
+            cadence: UsageCadence::new(config.usage_interval, now),
+            tracker: UsageTracker::new(&config.instance_id, DEFAULT_MAX_BUCKETS),
+            clock,
+            meter,
+            members,
+            split,
+            producer,
+            consumer,
+            stop,
+        })
+    }
+
     fn run(&mut self) {
-        let mut next_publish = Instant::now();
         let mut generation = None;
         let me = self.split.instance_id().to_owned();
-        // Others' records are gathered and handed to the split together, with this instance's
-        // own at each publication or within half an interval, so that the split's table (whose
-        // rebuild costs the buckets of every instance) is rebuilt at most about three times an
-        // interval however many instances there are. A record's receipt counts from then: at
-        // most half an interval late.
-        let mut pending: Vec<UsageRecord> = Vec::new();
-        let mut pending_since: Option<Instant> = None;
         while !self.stop.load(Ordering::Relaxed) {
             let (live, g) = self.members.live();
             if generation != Some(g) {
                 generation = Some(g);
                 self.split.set_live(live.iter());
             }
-            let now = Instant::now();
-            if now >= next_publish {
-                let record = self.publish();
-                self.split.update(Some(&record), pending.drain(..));
-                pending_since = None;
-                next_publish = now + self.interval;
+            let now = self.clock.now_ms();
+            if let Some(due) = self.cadence.due(now) {
+                let local = due.publish.then(|| self.publish(now));
+                self.split.update(local.as_ref(), due.received);
             }
             self.producer.poll(Duration::ZERO);
-            let wait = next_publish
-                .saturating_duration_since(Instant::now())
-                .min(POLL);
+            let wait = self.cadence.wait(self.clock.now_ms()).min(POLL);
             let mut message = self.consumer.poll(wait);
             let mut taken = 0;
             while let Some(result) = message {
@@ -202,8 +249,7 @@ impl Worker {
                         let from_me = m.key() == Some(me.as_bytes());
                         match m.payload().map(UsageRecord::decode) {
                             Some(Ok(record)) if !from_me && record.instance != me => {
-                                pending.push(record);
-                                pending_since.get_or_insert_with(Instant::now);
+                                self.cadence.received(record, self.clock.now_ms());
                             }
                             Some(Err(e)) => tracing::debug!("usage: an undecodable record: {e}"),
                             _ => {}
@@ -218,10 +264,6 @@ impl Worker {
                     None
                 };
             }
-            if pending_since.is_some_and(|t| t.elapsed() >= self.interval / 2) {
-                self.split.update(None, pending.drain(..));
-                pending_since = None;
-            }
         }
         // A last record with no buckets: the others stop reserving anything for this instance.
         let last = UsageRecord {
@@ -234,11 +276,9 @@ impl Worker {
     }
 
     /// Publishes this instance's usage; returns the record as the others will read it.
-    fn publish(&mut self) -> UsageRecord {
+    fn publish(&mut self, now_ms: u64) -> UsageRecord {
         let snapshot = self.meter.snapshot();
-        let mut record = self
-            .tracker
-            .record(&snapshot, self.clock.now_ms(), wall_ms());
+        let mut record = self.tracker.record(&snapshot, now_ms, wall_ms());
         let (bytes, taken) = record.encode(MAX_RECORD_BYTES);
         if taken < record.buckets.len() {
             tracing::debug!(

@@ -27,7 +27,7 @@ use kquota::meter::{BucketOwner, BucketSnapshot};
 use kquota::{QuotaKey, Unit};
 use serde::{Deserialize, Serialize};
 
-use crate::members::millis;
+use crate::time::millis;
 
 /// The most buckets one usage record carries.
 pub const DEFAULT_MAX_BUCKETS: usize = 10_000;

@@ -54,7 +54,7 @@ use kquota::meter::{BpsSplit, BucketOwner, Clock};
 use kquota::{QuotaKey, QuotaType, Unit};
 use parking_lot::{Mutex, RwLock};
 
-use crate::report::{sane_rate, UsageRecord};
+use crate::usage::record::{sane_rate, UsageRecord};
 
 /// One instance's recent use of one bucket: its windowed rate, the limit it last applied, and
 /// whether it was throttled lately (see [`UsageTracker`](crate::UsageTracker)).
@@ -580,7 +580,7 @@ impl BpsSplit for SharedSplit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::BucketUsage;
+    use crate::usage::record::BucketUsage;
     use kquota::meter::ManualClock;
 
     const L: f64 = 3_000_000.0;

@@ -52,10 +52,22 @@ fn config(members: &str, usage: &str, instance: &str) -> ClusterConfig {
     c
 }
 
+/// Runs a future to its end on a runtime of its own: `start` is async, these tests are not.
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
 fn join(members: &str, instance: &str) -> (Membership, Arc<Engine>) {
     let engine = Arc::new(Engine::new());
-    let m = Membership::start(&config(members, "unused", instance), engine.clone())
-        .unwrap_or_else(|e| panic!("{instance} could not join {members}: {e}"));
+    let m = block_on(Membership::start(
+        &config(members, "unused", instance),
+        engine.clone(),
+    ))
+    .unwrap_or_else(|e| panic!("{instance} could not join {members}: {e}"));
     (m, engine)
 }
 
@@ -275,7 +287,7 @@ fn share(
     );
     assert!(results.iter().all(|r| r.error.is_none()));
     let c = config(members, usage, instance);
-    let membership = Membership::start(&c, engine.clone()).unwrap();
+    let membership = block_on(Membership::start(&c, engine.clone())).unwrap();
     // Short windows, so that rates settle within seconds.
     let window = MeterConfig::builder()
         .window_samples(4)
@@ -283,7 +295,7 @@ fn share(
         .build()
         .unwrap();
     let meter = Meter::with_clock(engine, Arc::new(kquota::meter::SystemClock::new()), window);
-    let usage = UsageShare::start(&c, meter.clone(), &membership).unwrap();
+    let usage = block_on(UsageShare::start(&c, meter.clone(), &membership)).unwrap();
     (membership, meter, usage)
 }
 
