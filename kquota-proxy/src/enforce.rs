@@ -14,11 +14,12 @@ use kafka_protocol::messages::{
     ProduceResponse, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kquota_wire::{ErrorCode, Reader};
 
 use crate::walk;
 
 /// Kafka's THROTTLING_QUOTA_EXCEEDED error code.
-pub(crate) const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
+pub(crate) const THROTTLING_QUOTA_EXCEEDED: i16 = ErrorCode::THROTTLING_QUOTA_EXCEEDED.0;
 /// The message Kafka gives with it (`Errors.THROTTLING_QUOTA_EXCEEDED`).
 const THROTTLING_MESSAGE: &str = "The throttling quota has been exceeded.";
 
@@ -80,8 +81,10 @@ impl FetchRequest {
 }
 
 fn i32_at(frame: &[u8], at: usize) -> Option<i32> {
-    let b = frame.get(at..at.checked_add(4)?)?;
-    Some(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    // `Reader::at` stops at the frame's end: a place past it reads nothing.
+    (at <= frame.len())
+        .then(|| Reader::at(frame, at).i32("i32").ok())
+        .flatten()
 }
 
 /// The answer Kafka gives a throttled Fetch (KIP-219): no partitions, no error, the throttle,
@@ -451,41 +454,20 @@ fn leading_throttle_at(frame: &[u8], api_key: i16, version: i16) -> Option<usize
     if version < first {
         return None;
     }
-    let mut at = 4;
-    if key.response_header_version(version) >= 1 {
-        at += tagged_fields_len(frame.get(at..)?)?;
+    if frame.len() < 4 {
+        return None;
     }
+    let mut r = Reader::at(frame, 4);
+    if key.response_header_version(version) >= 1 {
+        r.tagged_fields("response header tagged fields").ok()?;
+    }
+    let at = r.position();
     (at + 4 <= frame.len()).then_some(at)
 }
 
 /// The `throttle_time_ms` of a response whose body begins with it (see [`raise_throttle`]).
 pub(crate) fn leading_throttle(frame: &[u8], api_key: i16, version: i16) -> Option<i32> {
     i32_at(frame, leading_throttle_at(frame, api_key, version)?)
-}
-
-/// The length of the tagged fields at the start of `b`.
-fn tagged_fields_len(b: &[u8]) -> Option<usize> {
-    let mut at = 0;
-    let (count, n) = uvarint(b)?;
-    at += n;
-    for _ in 0..count {
-        let (_, n) = uvarint(b.get(at..)?)?;
-        at += n;
-        let (size, n) = uvarint(b.get(at..)?)?;
-        at = at.checked_add(n)?.checked_add(size as usize)?;
-    }
-    (at <= b.len()).then_some(at)
-}
-
-fn uvarint(b: &[u8]) -> Option<(u32, usize)> {
-    let mut value = 0u32;
-    for (i, byte) in b.iter().take(5).enumerate() {
-        value |= u32::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Some((value, i + 1));
-        }
-    }
-    None
 }
 
 /// The response `frame` (bytes after the size prefix) with `throttle_time_ms` raised to
@@ -549,16 +531,7 @@ fn frame_of<M: Encodable>(
     correlation_id: i32,
     message: &M,
 ) -> Option<Bytes> {
-    let mut out = BytesMut::new();
-    out.extend_from_slice(&[0; 4]);
-    ResponseHeader::default()
-        .with_correlation_id(correlation_id)
-        .encode(&mut out, key.response_header_version(version))
-        .ok()?;
-    message.encode(&mut out, version).ok()?;
-    let size = u32::try_from(out.len() - 4).ok()?;
-    out[..4].copy_from_slice(&size.to_be_bytes());
-    Some(out.freeze())
+    kquota_wire::encode_response(key, version, correlation_id, message).ok()
 }
 
 #[cfg(test)]

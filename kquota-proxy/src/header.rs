@@ -5,6 +5,7 @@
 use std::fmt;
 
 use kafka_protocol::messages::ApiKey;
+use kquota_wire::Reader;
 
 /// The head of one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,18 +41,15 @@ impl fmt::Display for HeaderError {
     }
 }
 
-/// The head of the request `frame` (its bytes after the size prefix).
+/// The head of the request `frame` (its bytes after the size prefix), read with kquota-wire's
+/// codec. A header the proxy cannot read past is still forwarded (the broker judges it), with no
+/// client id and no body: only Produce must be read further, for its acks.
 pub(crate) fn parse(frame: &[u8]) -> Result<RequestHead, HeaderError> {
-    let mut r = Reader(frame);
-    let api_key = r
-        .i16()
-        .ok_or(HeaderError("a request shorter than its header"))?;
-    let version = r
-        .i16()
-        .ok_or(HeaderError("a request shorter than its header"))?;
-    let correlation_id = r
-        .i32()
-        .ok_or(HeaderError("a request shorter than its header"))?;
+    let short = |_| HeaderError("a request shorter than its header");
+    let mut r = Reader::new(frame);
+    let api_key = r.i16("request_api_key").map_err(short)?;
+    let version = r.i16("request_api_version").map_err(short)?;
+    let correlation_id = r.i32("correlation_id").map_err(short)?;
     let mut head = RequestHead {
         api_key,
         version,
@@ -60,34 +58,17 @@ pub(crate) fn parse(frame: &[u8]) -> Result<RequestHead, HeaderError> {
         client_id: (0, 0),
         body_at: None,
     };
-    // Request header v1 and v2: a nullable client id (never compact); v2 adds tagged fields. The
-    // header versions are those of the API's version; an unknown API is taken to have v1's
-    // client id (every API but ControlledShutdown v0 has one), and its body is not looked for.
-    let known = ApiKey::try_from(api_key).ok();
-    if known.is_some_and(|k| k.request_header_version(version) == 0) {
-        head.body_at = Some(frame.len() - r.0.len());
-        return Ok(head);
-    }
-    // A header the proxy cannot read past is still forwarded (the broker judges it), with no
-    // client id and no body: only Produce must be read further, for its acks.
-    let Some(len) = r.i16() else {
+    let Ok(wire) = kquota_wire::parse_request_head(frame) else {
         return produce_unreadable(head);
     };
-    if len > 0 {
-        let at = frame.len() - r.0.len();
-        if r.skip(len as usize).is_none() {
-            return produce_unreadable(head);
-        }
+    if let Some((at, len)) = wire.client_id {
         head.client_id = (at as u32, len as u32);
     }
-    if let Some(key) = known {
-        if key.request_header_version(version) >= 2 && r.tagged_fields().is_none() {
-            return produce_unreadable(head);
-        }
-        head.body_at = Some(frame.len() - r.0.len());
-    }
+    head.body_at = wire.body_at;
     if api_key == ApiKey::Produce as i16 {
-        let acks = produce_acks(&mut r, version)
+        let acks = wire
+            .body_at
+            .and_then(|at| produce_acks(frame, at, version))
             .ok_or(HeaderError("a Produce request cut short before its acks"))?;
         head.expects_response = acks != 0;
     }
@@ -103,60 +84,14 @@ fn produce_unreadable(head: RequestHead) -> Result<RequestHead, HeaderError> {
     Ok(head)
 }
 
-/// The `acks` of a Produce request, `r` at its body.
-fn produce_acks(r: &mut Reader<'_>, version: i16) -> Option<i16> {
-    // The body: a nullable transactional id from v3 (compact from v9), then acks.
-    if version >= 9 {
-        let len = r.uvarint()?;
-        if len > 1 {
-            r.skip(len as usize - 1)?;
-        }
-    } else if version >= 3 {
-        let len = r.i16()?;
-        if len > 0 {
-            r.skip(len as usize)?;
-        }
+/// The `acks` of the Produce request `frame` whose body starts at `body_at`: after a nullable
+/// transactional id from v3 (compact from v9).
+fn produce_acks(frame: &[u8], body_at: usize, version: i16) -> Option<i16> {
+    let mut r = Reader::at(frame, body_at);
+    if version >= 3 {
+        r.string(version >= 9, true, "transactional_id").ok()?;
     }
-    r.i16()
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
-        let (head, rest) = self.0.split_first_chunk::<N>()?;
-        self.0 = rest;
-        Some(*head)
-    }
-    fn i16(&mut self) -> Option<i16> {
-        self.take().map(i16::from_be_bytes)
-    }
-    fn i32(&mut self) -> Option<i32> {
-        self.take().map(i32::from_be_bytes)
-    }
-    fn skip(&mut self, n: usize) -> Option<()> {
-        self.0 = self.0.get(n..)?;
-        Some(())
-    }
-    fn uvarint(&mut self) -> Option<u32> {
-        let mut value = 0u32;
-        for shift in (0..35).step_by(7) {
-            let [b] = self.take::<1>()?;
-            value |= u32::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(value);
-            }
-        }
-        None
-    }
-    fn tagged_fields(&mut self) -> Option<()> {
-        for _ in 0..self.uvarint()? {
-            self.uvarint()?;
-            let size = self.uvarint()?;
-            self.skip(size as usize)?;
-        }
-        Some(())
-    }
+    r.i16("acks").ok()
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@
 use std::fmt;
 
 use kafka_protocol::messages::ApiKey;
-use kquota_wire::Principal;
+use kquota_wire::{Principal, Reader};
 
 const SASL_HANDSHAKE: i16 = ApiKey::SaslHandshake as i16;
 const SASL_AUTHENTICATE: i16 = ApiKey::SaslAuthenticate as i16;
@@ -205,8 +205,9 @@ impl Identity {
         }
         let mut r = body(frame, SASL_HANDSHAKE, version)?;
         let mechanism = r
-            .string()
-            .ok_or_else(|| IdentityError::new("a SaslHandshake request cut short"))?;
+            .string(false, true, "mechanism")
+            .map_err(|_| IdentityError::new("a SaslHandshake request cut short"))?
+            .unwrap_or_default();
         // A new exchange, whatever the old one's state: re-authentication starts here too.
         self.exchange += 1;
         self.stage = Stage::First(Mechanism::from_name(mechanism));
@@ -220,13 +221,10 @@ impl Identity {
             )));
         }
         let mut r = body(frame, SASL_AUTHENTICATE, version)?;
-        let token = if version >= 2 {
-            r.compact_bytes()
-        } else {
-            r.bytes()
-        }
-        .ok_or_else(|| IdentityError::new("a SaslAuthenticate request cut short"))?;
-        if version >= 2 && r.tagged_fields().is_none() {
+        let token = r
+            .bytes(version >= 2, "auth_bytes")
+            .map_err(|_| IdentityError::new("a SaslAuthenticate request cut short"))?;
+        if version >= 2 && r.tagged_fields("tagged fields").is_err() {
             return Err(IdentityError::new("a SaslAuthenticate request cut short"));
         }
         let (next, authenticates) = match std::mem::replace(&mut self.stage, Stage::Idle) {
@@ -321,14 +319,15 @@ fn scram_username(saslname: &str) -> Option<String> {
 
 /// A reader over the body of the SASL request `frame`, after its header.
 fn body(frame: &[u8], api_key: i16, version: i16) -> Result<Reader<'_>, IdentityError> {
-    let cut = || IdentityError::new("a SASL request shorter than its header");
-    let mut r = Reader(frame);
+    let cut = |_| IdentityError::new("a SASL request shorter than its header");
+    let mut r = Reader::new(frame);
     // api key, version and correlation id: the caller has read them already.
-    r.skip(8).ok_or_else(cut)?;
+    r.take(8, "request header").map_err(cut)?;
     // Request headers v1 and v2: a nullable client id (never compact); v2 adds tagged fields.
-    r.string().ok_or_else(cut)?;
+    r.string(false, true, "client_id").map_err(cut)?;
     if header_version(api_key, version, true) >= 2 {
-        r.tagged_fields().ok_or_else(cut)?;
+        r.tagged_fields("request header tagged fields")
+            .map_err(cut)?;
     }
     Ok(r)
 }
@@ -336,27 +335,27 @@ fn body(frame: &[u8], api_key: i16, version: i16) -> Result<Reader<'_>, Identity
 /// The error code of the broker's answer to a SASL request, `None` when the answer does not read
 /// to its end (a success is believed only from a whole answer).
 fn response_error_code(api_key: i16, version: i16, frame: &[u8]) -> Option<i16> {
-    let mut r = Reader(frame);
-    r.skip(4)?; // the correlation id
+    let mut r = Reader::new(frame);
+    r.take(4, "correlation_id").ok()?;
     if header_version(api_key, version, false) >= 1 {
-        r.tagged_fields()?;
+        r.tagged_fields("response header tagged fields").ok()?;
     }
-    let error_code = r.i16()?;
+    let error_code = r.i16("error_code").ok()?;
     if api_key == SASL_HANDSHAKE {
         // v1: the mechanisms the broker offers, an array of strings (never flexible).
-        for _ in 0..r.i32()? {
-            r.string()?;
-        }
-    } else if version >= 2 {
-        r.compact_string()?; // error_message
-        r.compact_bytes()?; // auth_bytes
-        r.skip(8)?; // session_lifetime_ms
-        r.tagged_fields()?;
+        r.each(false, false, "mechanisms", |r| {
+            r.string(false, true, "mechanism").map(drop)
+        })
+        .ok()?;
     } else {
-        r.string()?; // error_message
-        r.bytes()?; // auth_bytes
+        let flexible = version >= 2;
+        r.string(flexible, true, "error_message").ok()?;
+        r.bytes(flexible, "auth_bytes").ok()?;
         if version >= 1 {
-            r.skip(8)?; // session_lifetime_ms
+            r.i64("session_lifetime_ms").ok()?;
+        }
+        if flexible {
+            r.tagged_fields("tagged fields").ok()?;
         }
     }
     Some(error_code)
@@ -373,85 +372,6 @@ fn header_version(api_key: i16, version: i16, request: bool) -> i16 {
         key.request_header_version(version)
     } else {
         key.response_header_version(version)
-    }
-}
-
-/// Reads Kafka's primitive types from the front of a slice; every length is bounded by the bytes
-/// present, so nothing here panics or allocates on a peer's lengths.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, rest) = self.0.split_at_checked(n)?;
-        self.0 = rest;
-        Some(head)
-    }
-
-    fn skip(&mut self, n: usize) -> Option<()> {
-        self.take(n).map(|_| ())
-    }
-
-    fn i16(&mut self) -> Option<i16> {
-        let (head, rest) = self.0.split_first_chunk::<2>()?;
-        self.0 = rest;
-        Some(i16::from_be_bytes(*head))
-    }
-
-    fn i32(&mut self) -> Option<i32> {
-        let (head, rest) = self.0.split_first_chunk::<4>()?;
-        self.0 = rest;
-        Some(i32::from_be_bytes(*head))
-    }
-
-    fn uvarint(&mut self) -> Option<u32> {
-        let mut value = 0u32;
-        for shift in (0..35).step_by(7) {
-            let (&b, rest) = self.0.split_first()?;
-            self.0 = rest;
-            value |= u32::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(value);
-            }
-        }
-        None
-    }
-
-    /// A nullable string with an i16 length (`-1` is null, read as empty).
-    fn string(&mut self) -> Option<&'a [u8]> {
-        match self.i16()? {
-            -1 => Some(&[]),
-            n => self.take(usize::try_from(n).ok()?),
-        }
-    }
-
-    /// Bytes with an i32 length.
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let n = self.i32()?;
-        self.take(usize::try_from(n).ok()?)
-    }
-
-    /// A compact nullable string: an unsigned varint of the length plus one (zero is null).
-    fn compact_string(&mut self) -> Option<&'a [u8]> {
-        match self.uvarint()? {
-            0 => Some(&[]),
-            n => self.take(usize::try_from(n - 1).ok()?),
-        }
-    }
-
-    /// Compact bytes: an unsigned varint of the length plus one (zero, null, is refused: the
-    /// field is not nullable).
-    fn compact_bytes(&mut self) -> Option<&'a [u8]> {
-        let n = self.uvarint()?.checked_sub(1)?;
-        self.take(usize::try_from(n).ok()?)
-    }
-
-    fn tagged_fields(&mut self) -> Option<()> {
-        for _ in 0..self.uvarint()? {
-            self.uvarint()?;
-            let size = self.uvarint()?;
-            self.skip(usize::try_from(size).ok()?)?;
-        }
-        Some(())
     }
 }
 

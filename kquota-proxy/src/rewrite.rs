@@ -25,7 +25,7 @@ pub(crate) const PRODUCE_ENDPOINTS_FROM: i16 = 10;
 /// Fetch responses carry `node_endpoints` from this version (KIP-951).
 pub(crate) const FETCH_ENDPOINTS_FROM: i16 = 16;
 /// Kafka's UNSUPPORTED_VERSION error code.
-pub(crate) const UNSUPPORTED_VERSION: i16 = 35;
+pub(crate) const UNSUPPORTED_VERSION: i16 = kquota_wire::ErrorCode::UNSUPPORTED_VERSION.0;
 
 /// Where clients are to reach a broker: given a broker's node id and upstream endpoint, the
 /// proxy's endpoint for it (or why there is none).

@@ -470,21 +470,25 @@ pub fn parse_request_head(frame: &[u8]) -> ReadResult<RequestHead> {
     let api_key = r.i16("request_api_key")?;
     let api_version = r.i16("request_api_version")?;
     let correlation_id = r.i32("correlation_id")?;
-    // Every header from v1 has a nullable, non-compact client id (even v2); v0 (controlled
-    // shutdown v0 only) is gone from Kafka 4.
-    let before = r.position();
-    let client_id = r
-        .string(false, true, "client_id")?
-        .map(|id| (before + 2, id.len()));
     let header_version = kafka_protocol::messages::ApiKey::try_from(api_key)
-        .map(|k| k.request_header_version(api_version));
+        .map(|k| k.request_header_version(api_version))
+        .ok();
+    // Header v0 (ControlledShutdown v0, gone from Kafka 4) has no client id. Every other has a
+    // nullable, non-compact one, even v2; an unknown API is taken to have one too.
+    let mut client_id = None;
+    if header_version != Some(0) {
+        let before = r.position();
+        client_id = r
+            .string(false, true, "client_id")?
+            .map(|id| (before + 2, id.len()));
+    }
     let body_at = match header_version {
-        Ok(v) if v >= 2 => {
+        Some(v) if v >= 2 => {
             r.tagged_fields("request header tagged fields")?;
             Some(r.position())
         }
-        Ok(_) => Some(r.position()),
-        Err(_) => None,
+        Some(_) => Some(r.position()),
+        None => None,
     };
     Ok(RequestHead {
         api_key,
