@@ -11,8 +11,9 @@
 //!
 //! A known tagged field is walked within its size and must fill it exactly: kafka-protocol reads
 //! its value from the frame, not from its size, so a size that lied would put the decoder
-//! somewhere the walk never was. A version kafka-protocol does not decode is refused, as it
-//! refuses it. Bytes after the body are not the walk's business (the callers decide).
+//! somewhere the walk never was. A tag above `i32::MAX` is refused: kafka-protocol would decode it
+//! but not encode it again. A version kafka-protocol does not decode is refused, as it refuses
+//! it. Bytes after the body are not the walk's business (the callers decide).
 
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
@@ -50,7 +51,7 @@ pub(crate) fn response_body(key: ApiKey, version: i16, body_bytes: &[u8]) -> Rea
 fn header(r: &mut Reader<'_>, key: ApiKey, version: i16) -> ReadResult<()> {
     r.i32("correlation_id")?;
     if key.response_header_version(version) >= 1 {
-        r.tagged_fields("response header tagged fields")?;
+        unknown_tags(r, "response header tagged fields")?;
     }
     Ok(())
 }
@@ -93,10 +94,15 @@ fn supported<M: Message>(version: i16) -> ReadResult<i16> {
 /// An unknown-only tagged-field section, in flexible versions.
 fn tags(r: &mut Reader<'_>, flexible: bool, what: &'static str) -> ReadResult<()> {
     if flexible {
-        r.tagged_fields(what)
+        unknown_tags(r, what)
     } else {
         Ok(())
     }
+}
+
+/// A tagged-field section without known tags.
+fn unknown_tags(r: &mut Reader<'_>, what: &'static str) -> ReadResult<()> {
+    tagged(r, what, |_, _| Ok(false))
 }
 
 /// A tagged-field section with known tags: `known` walks the value of a tag it knows (given a
@@ -117,6 +123,14 @@ fn tagged<'a>(
     }
     for _ in 0..count {
         let tag = r.uvarint(what)?;
+        // kafka-protocol keeps a tag as an i32 and writes back only those from 0: one above
+        // i32::MAX would be counted in the section it encodes again but not written (a malformed
+        // frame, its size prefix past its end). Kafka's tags are small numbers.
+        if tag > i32::MAX as u32 {
+            return Err(CodecError::Decoder(format!(
+                "{what}: tag {tag} is above the largest kafka-protocol writes back"
+            )));
+        }
         let size = r.uvarint(what)?;
         let mut value = Reader::new(r.take(size as usize, what)?);
         if known(tag, &mut value)? && value.remaining() != 0 {
@@ -161,7 +175,7 @@ fn node_endpoints(r: &mut Reader<'_>) -> ReadResult<()> {
         r.string(true, false, "host")?;
         r.i32("port")?;
         r.string(true, true, "rack")?;
-        r.tagged_fields("node endpoint tagged fields")
+        unknown_tags(r, "node endpoint tagged fields")
     })
     .map(drop)
 }
@@ -244,7 +258,7 @@ fn find_coordinator(r: &mut Reader<'_>, v: i16) -> ReadResult<()> {
             r.i32("port")?;
             r.i16("error_code")?;
             r.string(true, true, "error_message")?;
-            r.tagged_fields("coordinator tagged fields")
+            unknown_tags(r, "coordinator tagged fields")
         })?;
     }
     tags(r, c, "find coordinator tagged fields")
@@ -268,10 +282,10 @@ fn describe_cluster(r: &mut Reader<'_>, v: i16) -> ReadResult<()> {
         if v >= 2 {
             r.bool("is_fenced")?;
         }
-        r.tagged_fields("broker tagged fields")
+        unknown_tags(r, "broker tagged fields")
     })?;
     r.i32("cluster_authorized_operations")?;
-    r.tagged_fields("describe cluster tagged fields")
+    unknown_tags(r, "describe cluster tagged fields")
 }
 
 fn produce(r: &mut Reader<'_>, v: i16) -> ReadResult<()> {
@@ -306,7 +320,7 @@ fn produce(r: &mut Reader<'_>, v: i16) -> ReadResult<()> {
                 0 if v >= 10 => {
                     r.i32("leader_id")?;
                     r.i32("leader_epoch")?;
-                    r.tagged_fields("current leader tagged fields")?;
+                    unknown_tags(r, "current leader tagged fields")?;
                     Ok(true)
                 }
                 _ => Ok(false),
@@ -376,7 +390,7 @@ fn fetch(r: &mut Reader<'_>, v: i16) -> ReadResult<()> {
                     }
                     _ => return Ok(false),
                 }
-                r.tagged_fields("partition tagged field's tagged fields")?;
+                unknown_tags(r, "partition tagged field's tagged fields")?;
                 Ok(true)
             })
         })?;
@@ -408,7 +422,7 @@ fn api_versions(r: &mut Reader<'_>, v: i16) -> ReadResult<()> {
         r.each(true, false, what, |r| {
             r.string(true, false, "name")?;
             r.take(4, "version levels")?;
-            r.tagged_fields("feature tagged fields")
+            unknown_tags(r, "feature tagged fields")
         })
         .map(drop)
     };
@@ -443,7 +457,7 @@ fn create_topics(r: &mut Reader<'_>, v: i16) -> ReadResult<()> {
             r.string(true, false, "name")?;
             r.string(true, true, "value")?;
             r.take(3, "read_only, config_source, is_sensitive")?;
-            r.tagged_fields("config tagged fields")
+            unknown_tags(r, "config tagged fields")
         })?;
         tagged(r, "topic tagged fields", |tag, r| match tag {
             0 => r.i16("topic_config_error_code").map(|_| true),
@@ -504,7 +518,7 @@ pub(crate) fn mutation_request_len(key: ApiKey, version: i16, frame: &[u8]) -> R
     r.take(8, "request header")?; // api key, version, correlation id
     r.string(false, true, "client_id")?;
     if key.request_header_version(v) >= 2 {
-        r.tagged_fields("request header tagged fields")?;
+        unknown_tags(&mut r, "request header tagged fields")?;
     }
     let c = match key {
         ApiKey::CreateTopics => v >= 5,
@@ -743,6 +757,49 @@ mod tests {
         assert_eq!(
             response_len(ApiKey::ApiVersions, 3, &right),
             Ok(right.len())
+        );
+    }
+
+    /// A tagged-field section of one unknown field whose tag is 2^31, as a five-byte varint.
+    const TAG_2_31: [u8; 7] = [1, 0x80, 0x80, 0x80, 0x80, 0x08, 0];
+
+    #[test]
+    fn a_tag_kafka_protocol_cannot_write_back_is_refused() {
+        // Found by the proxy_answer and proxy_request fuzz targets. kafka-protocol decodes a tag
+        // of 2^31 or more into a negative i32 key, then counts it when it encodes the message
+        // again but writes only the keys from 0: the merged answer, the rewritten answer (whose
+        // size prefix came out longer than the frame) and the forwarded request were malformed.
+        //
+        // A CreatePartitions v3 answer, no results, the top level's tags such a section.
+        let mut frame = vec![0, 0, 0, 7, 0, 0, 0, 0, 5, 1];
+        frame.extend_from_slice(&TAG_2_31);
+        let frame = Bytes::from(frame);
+        // Forwarded as it came (merge_refused's None), not encoded again.
+        assert!(enforce::merge_refused(37, 3, &frame, Refused::default(), 1).is_none());
+        assert!(response(ApiKey::CreatePartitions, 3, &frame).is_err());
+        // A Metadata v12 answer whose last section is such a one: not rewritten.
+        let mut metadata = sample_response(ApiKey::Metadata as i16, 12, 0).unwrap();
+        let unknown = 1 + 1 + 1 + b"unknown".len(); // the sample's own tag 99
+        metadata.truncate(metadata.len() - unknown);
+        metadata.extend_from_slice(&TAG_2_31);
+        let mut any = |_: i32, host: &str, port: i32| Ok((host.to_owned(), port));
+        assert!(matches!(
+            rewrite::rewrite(3, 12, &Bytes::from(metadata), &mut any),
+            Err(RewriteError::Decode(_))
+        ));
+        // A DeleteTopics v5 request whose body ends with such a section: not decoded, so never
+        // split and encoded again (the broker judges it).
+        let mut request = sample_request(ApiKey::DeleteTopics as i16, 5, 2).unwrap();
+        request.pop(); // its empty tagged-field section
+        request.extend_from_slice(&TAG_2_31);
+        assert!(MutationRequest::decode(20, 5, &Bytes::from(request.clone())).is_none());
+        assert!(mutation_request(ApiKey::DeleteTopics, 5, &request).is_err());
+        // The largest tag kafka-protocol writes back is still walked.
+        let mut top = vec![0, 0, 0, 7, 0, 0, 0, 0, 5, 1];
+        top.extend_from_slice(&[1, 0xff, 0xff, 0xff, 0xff, 0x07, 0]);
+        assert_eq!(
+            response_len(ApiKey::CreatePartitions, 3, &top),
+            Ok(top.len())
         );
     }
 
