@@ -602,9 +602,8 @@ pub(crate) fn decoded_request_len(key: ApiKey, version: i16, frame: &[u8]) -> Op
     Some(frame.len() - b.len())
 }
 
-/// Whichever of the walks has the frame: where the walk succeeds and kafka-protocol decodes the
-/// frame too, both read the same bytes (a walk that read differently would let the decoder see a
-/// count it never checked).
+/// Asserts that where the frame's walk succeeds and kafka-protocol decodes it too, both read the
+/// same bytes: a walk that read differently would let the decoder see a count it never checked.
 fn assert_walk_agrees(key: ApiKey, version: i16, frame: &[u8], request: bool) {
     let (walked, decoded) = if request {
         let Ok(walked) = walk::mutation_request_len(key, version, frame) else {
