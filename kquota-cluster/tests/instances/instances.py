@@ -258,8 +258,14 @@ class Proxy(Proc):
         a = [h.proxy_bin, "--upstream", h.kafka, "--listen", self.addr, "--listen-base", "127.0.0.1:%d" % self.base,
              "--super-users", "User:ANONYMOUS", "--metrics-listen", "127.0.0.1:%d" % self.metrics_port]
         if self.cluster:
+            # The proxy closes a connection that has not proven itself within its grace (10 s by
+            # default), and an alteration sent while Kafka is away is answered only when the
+            # alteration timeout (10 s) runs out: with both defaults the client sees its connection
+            # closed instead of the error. The grace here outlasts the timeout, so that test 5 sees
+            # what the cluster answers.
             a += ["--cluster-bootstrap", h.kafka, "--instance-id", self.name, "--data-dir", self.data_dir,
-                  "--cluster-alter-timeout-ms", str(int(ALTER_TIMEOUT_S * 1000))]
+                  "--cluster-alter-timeout-ms", str(int(ALTER_TIMEOUT_S * 1000)),
+                  "--connection-grace-ms", str(int((ALTER_TIMEOUT_S + 5) * 1000))]
         else:
             a += ["--no-store", "--instance-count", "3"]
         return a

@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 
 use kquota::meter::{BpsSplit, BucketOwner, Meter, MeterConfig};
 use kquota::{Alteration, Engine, Entity, EntityName, QuotaKey};
-use kquota_cluster::{ClusterConfig, Membership, UsageRecord, UsageShare};
-use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+use kquota_cluster::{
+    ClusterConfig, ClusterError, Membership, TopicProblem, UsageRecord, UsageShare,
+};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
@@ -207,6 +209,42 @@ fn a_new_member_counts_those_already_there() {
     let (e, ee) = join(&topic, "e");
     assert_eq!(e.live(), ["a", "b", "c", "e"]);
     assert_eq!(count(&ee), 4);
+}
+
+/// The members topic has one rule, checked wherever topics are: exactly one partition (an
+/// instance's own heartbeat read back is what says it has read everyone's).
+#[test]
+fn a_members_topic_of_several_partitions_is_refused() {
+    let topic = unique("members-3");
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .unwrap();
+    let new = NewTopic::new(&topic, 3, TopicReplication::Fixed(1));
+    let created = block_on(admin.create_topics([&new], &AdminOptions::new())).unwrap();
+    assert!(created[0].is_ok(), "{created:?}");
+    let engine = Arc::new(Engine::new());
+    match block_on(Membership::start(&config(&topic, "unused", "a"), engine)) {
+        Err(e @ ClusterError::Topic { .. }) => {
+            let ClusterError::Topic { topic: t, problem } = &e else {
+                unreachable!()
+            };
+            assert_eq!(*t, topic);
+            assert!(
+                matches!(
+                    problem,
+                    TopicProblem::Partitions {
+                        found: 3,
+                        required: 1,
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+            println!("refused: {e}");
+        }
+        other => panic!("a members topic of 3 partitions: {other:?}"),
+    }
 }
 
 fn run(var: &str) {
