@@ -56,8 +56,8 @@ pub use crate::server::Server;
 pub use kquota_host::SHUTDOWN_GRACE;
 // Its settings, set as Kafka's `server.properties` keys, each checked as it is set.
 pub use crate::settings::{
-    parse_properties, AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap, ServerConfig,
-    SslSettings, KNOWN_PROPERTIES,
+    parse_properties, settings_help, AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap,
+    ServerConfig, SslSettings, KNOWN_PROPERTIES, SETTINGS,
 };
 // What can be wrong with them, and with a start.
 pub use crate::error::{ConfigError, LineProblem, Problem, Source, StartError};

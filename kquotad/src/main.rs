@@ -68,7 +68,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     name = "kquotad",
     version,
     verbatim_doc_comment,
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    after_long_help = kquotad::settings_help()
 )]
 struct Args {
     #[command(subcommand)]

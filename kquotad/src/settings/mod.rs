@@ -20,7 +20,7 @@ use crate::error::{ConfigError, Problem};
 use kquota_host::DEFAULT_QUEUED_MAX_REQUEST_BYTES;
 
 pub use listeners::{AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap};
-pub use properties::{parse_properties, KNOWN_PROPERTIES};
+pub use properties::{parse_properties, settings_help, KNOWN_PROPERTIES, SETTINGS};
 
 /// TLS settings shared by the SSL and SASL_SSL listeners, named as Kafka's.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
