@@ -17,6 +17,8 @@ use kquota_wire::{
 #[derive(Debug)]
 pub(crate) struct Admin {
     handler: Handler,
+    /// Who may describe and alter (the handler has its own copy).
+    authorizer: Authorizer,
     draft: bool,
 }
 
@@ -40,12 +42,17 @@ impl Admin {
                 cluster_id: String::new(),
             },
         )
-        .with_authorizer(Authorizer::new(super_users).allow_anonymous_describe(anonymous_describe))
         .with_draft_alter_quotas(draft);
+        let authorizer = Authorizer::new(super_users).allow_anonymous_describe(anonymous_describe);
+        handler = handler.with_authorizer(authorizer.clone());
         if let Some(store) = store {
             handler = handler.with_store(store);
         }
-        Admin { handler, draft }
+        Admin {
+            handler,
+            authorizer,
+            draft,
+        }
     }
 
     /// Whether the proxy answers `api_key` itself.
@@ -53,6 +60,12 @@ impl Admin {
         api_key == DESCRIBE_CLIENT_QUOTAS
             || api_key == ALTER_CLIENT_QUOTAS
             || (self.draft && api_key == ALTER_QUOTAS)
+    }
+
+    /// Whether `principal` may describe or alter quotas here: a connection whose quota admin
+    /// request it is has proven itself, as one the broker answered has.
+    pub(crate) fn authorizes(&self, principal: &Principal) -> bool {
+        self.authorizer.may_describe(principal) || self.authorizer.may_alter(principal)
     }
 
     /// The answer to the request `frame` (bytes after the size prefix) from `principal`, with its

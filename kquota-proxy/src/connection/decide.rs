@@ -196,6 +196,11 @@ impl<'a> Decisions<'a> {
         self.proven.load(Ordering::Relaxed)
     }
 
+    /// The connection has proven itself otherwise (an authorized quota admin request).
+    pub(super) fn prove(&self) {
+        self.proven.store(true, Ordering::Relaxed);
+    }
+
     /// Stops reading requests for `ms`, as Kafka mutes a throttled client's channel.
     pub(super) fn mute(&self, ms: u64) {
         if ms > 0 {

@@ -259,6 +259,13 @@ async fn admin(conn: &Conn<'_>, head: &RequestHead, frame: Frame) -> Result<Pend
     let shared = std::sync::Arc::clone(conn.shared);
     let principal = conn.decisions.principal();
     let peer = conn.peer;
+    if shared.quotas.admin.authorizes(&principal) {
+        // Proven as soon as read: an alteration may wait for the configuration log longer
+        // than the grace, and its answer is owed.
+        conn.decisions.prove();
+        conn.slot.answered(true);
+        conn.slot.busy();
+    }
     let answer = tokio::task::spawn_blocking(move || {
         shared.quotas.admin.answer(&principal, peer, &frame[4..])
     })

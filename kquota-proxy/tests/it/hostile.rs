@@ -431,3 +431,31 @@ async fn an_alteration_never_blocks_an_async_worker() {
 /// Entities in the large alteration: enough that applying and committing them takes well over
 /// the 100 ms the test waits.
 const ENTITIES: i32 = 10_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authorized_quota_admin_request_proves_its_connection() {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        let (_cluster, addr) =
+            in_process(|c| c.connection_grace = Duration::from_millis(300)).await;
+        // ANONYMOUS is a super user here: its alteration proves the connection, which then
+        // outlives the grace (an alteration may wait for the configuration log longer than it).
+        let mut admin = Client::connect_as(addr, "admin").await;
+        let r: AlterClientQuotasResponse = admin
+            .call(ApiKey::AlterClientQuotas, 1, &alteration("alice"))
+            .await;
+        assert_eq!(r.entries[0].error_code, 0);
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        let r: AlterClientQuotasResponse = admin
+            .call(ApiKey::AlterClientQuotas, 1, &alteration("bob"))
+            .await;
+        assert_eq!(r.entries[0].error_code, 0, "still open after the grace");
+        // A socket that proves nothing is closed once the grace is over.
+        let mut idle = Client::connect_as(addr, "idle").await;
+        assert!(
+            idle.closed().await,
+            "an unproven connection is closed after the grace"
+        );
+    })
+    .await
+    .expect("within 20 s");
+}
