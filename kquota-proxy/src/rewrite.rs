@@ -303,6 +303,15 @@ fn encode<M: Encodable>(header: &[u8], message: &M, version: i16) -> Result<Byte
     message
         .encode(&mut out, version)
         .map_err(|e| RewriteError::Encode(format!("{e:#}")))?;
+    // The size prefix is kafka-protocol's computed size: if its encoder wrote another length
+    // (it once wrote fewer bytes than it counted, for a tag above i32::MAX), the client would read
+    // the next answer as part of this one.
+    if out.len() != 4 + header.len() + size {
+        return Err(RewriteError::Encode(format!(
+            "{} bytes encoded, {size} computed",
+            out.len() - 4 - header.len()
+        )));
+    }
     Ok(out.freeze())
 }
 
@@ -685,5 +694,24 @@ mod tests {
             rewrite(3, 14, &whole, &mut proxy_endpoint),
             Err(RewriteError::Version)
         ));
+    }
+
+    #[test]
+    fn an_encoding_shorter_than_its_computed_size_is_an_error() {
+        // kafka-protocol counts and sizes an unknown tag above i32::MAX (a negative key) but does
+        // not write it; the walk refuses such a frame, and a message holding one anyway is not
+        // framed with a size prefix past its end.
+        let mut m = MetadataResponse::default();
+        m.unknown_tagged_fields.insert(-1, Bytes::from_static(b"x"));
+        assert!(matches!(
+            encode(&7i32.to_be_bytes(), &m, 12),
+            Err(RewriteError::Encode(_))
+        ));
+        m.unknown_tagged_fields.clear();
+        let out = encode(&7i32.to_be_bytes(), &m, 12).unwrap();
+        assert_eq!(
+            i32::from_be_bytes(out[..4].try_into().unwrap()) as usize,
+            out.len() - 4
+        );
     }
 }
