@@ -227,14 +227,7 @@ fn reads(step: &Step, frame: &[u8]) -> Option<i16> {
                 r.string(false, true, "mechanism").map(drop)
             })?;
         } else {
-            if flexible {
-                // Kafka refuses an error message above 0x7fff bytes; the proxy reads it (only a
-                // frame over 32 KiB tells them apart, and no broker sends one).
-                let len = r.uvarint("error_message")?;
-                r.take(len.saturating_sub(1) as usize, "error_message")?;
-            } else {
-                r.string(false, true, "error_message")?;
-            }
+            r.string(flexible, true, "error_message")?;
             r.bytes(flexible, "auth_bytes")?;
             if step.version >= 1 {
                 r.i64("session_lifetime_ms")?;
