@@ -46,6 +46,10 @@ pub struct ClusterConfig {
     /// A shared view older than this is not used: `bps` limits fall back to the limit divided
     /// by the live instance count.
     pub usage_max_age: Duration,
+    /// How many batches after the latest snapshot of the configuration make an instance claim
+    /// the next one (0: this instance never claims; it still reads the others' snapshots). A
+    /// snapshot costs about the configuration's size in the log, once per this many batches.
+    pub snapshot_records: u64,
     /// How long joining may wait for Kafka: to create or check a topic, to learn where the
     /// configuration log ends, and (while catching up with it) for the next record.
     pub open_timeout: Duration,
@@ -69,6 +73,7 @@ impl ClusterConfig {
             member_expiry: Duration::from_secs(3),
             usage_interval: Duration::from_millis(250),
             usage_max_age: Duration::from_secs(2),
+            snapshot_records: 10_000,
             open_timeout: Duration::from_secs(30),
         }
     }

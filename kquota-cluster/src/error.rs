@@ -251,12 +251,6 @@ pub enum RecordProblem {
     /// A snapshot that the engine refuses to load, or that differs from this instance's state
     /// at the offset it was taken (instances running with different settings).
     Snapshot(String),
-    /// Records were removed from the log (compaction, a deletion) and no snapshot after them
-    /// covers them: the log cannot rebuild the configuration.
-    Gap {
-        /// The first offset missing.
-        from: i64,
-    },
     /// The consumer cannot go on (the topic deleted or truncated): librdkafka's error.
     Consumer(String),
 }
@@ -282,11 +276,6 @@ impl fmt::Display for RecordProblem {
                  other than a kquota instance"
             ),
             RecordProblem::Snapshot(why) => write!(f, "a snapshot: {why}"),
-            RecordProblem::Gap { from } => write!(
-                f,
-                "records from offset {from} on were removed from the log and no complete snapshot \
-                 after them covers them"
-            ),
             RecordProblem::Consumer(e) => write!(
                 f,
                 "the consumer cannot go on: {e} (the topic may have been deleted or truncated)"

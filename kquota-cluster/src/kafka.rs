@@ -97,7 +97,15 @@ impl<'a> TopicSpec<'a> {
                 "its records are the configuration's whole history and must be kept: the topic \
                  must be compacted (cleanup.policy=compact), and not deleted by retention",
             ),
-            create_configs: &[],
+            // Compaction works on closed segments only: segments of at most 16 MiB or an hour,
+            // so that the log shrinks to the snapshot within about an hour of one. Tombstones
+            // need not outlive their records for long: a reader never needs one (it reads the
+            // snapshot they follow).
+            create_configs: &[
+                ("segment.bytes", "16777216"),
+                ("segment.ms", "3600000"),
+                ("delete.retention.ms", "3600000"),
+            ],
         }
     }
 

@@ -40,7 +40,7 @@ pub use crate::error::{
 };
 // The configuration as a replicated log, and the topic it is kept in by default.
 pub use crate::config::DEFAULT_CONFIG_TOPIC;
-pub use crate::log::ConfigLog;
+pub use crate::log::{ConfigLog, LogProgress};
 // Live membership: heartbeats through a topic, the engine's live instance count.
 pub use crate::config::DEFAULT_MEMBERS_TOPIC;
 pub use crate::members::Membership;

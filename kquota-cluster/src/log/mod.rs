@@ -16,69 +16,25 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{DeliveryResult, Message};
+use rdkafka::message::DeliveryResult;
 use rdkafka::producer::{BaseRecord, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{Offset, TopicPartitionList};
-use tracing::{error, info, warn};
+use tracing::info;
 
 use kquota::{AlterResult, Alteration, Engine, EntityChange, PersistError, Persistence};
 
 use crate::config::ClusterConfig;
-use crate::error::{
-    ClusterError, ConfigProblem, KafkaClient, LogFailure, Operation, RecordProblem, TopicProblem,
-};
-use crate::kafka::{
-    client, ensure_topic, forward_log, kafka_or_timeout, remaining, TopicSpec, TracingContext,
-};
+use crate::error::{ClusterError, ConfigProblem, KafkaClient, LogFailure};
+use crate::kafka::{client, forward_log};
 use crate::time::wall_micros;
 use record::ConfigRecord;
 
+mod follow;
 pub(crate) mod record;
-
-/// How long the follower waits for a record before it looks at its stop flag again.
-const POLL: Duration = Duration::from_millis(100);
-/// A consumer error that repeats is logged again at most this often.
-const REPEAT_LOG: Duration = Duration::from_secs(30);
-/// The distinct consumer errors whose last logging is remembered (librdkafka's codes are few;
-/// beyond this, the oldest are forgotten).
-const REPEAT_KINDS: usize = 32;
-
-/// When each distinct consumer error was last logged: Kafka going away shows as several errors
-/// in turn (all brokers down, transport failure), and each is logged once per [`REPEAT_LOG`].
-#[derive(Debug, Default)]
-struct Repeats(HashMap<String, Instant>);
-
-impl Repeats {
-    /// Whether `text` is to be logged at `now` (and, if so, notes it).
-    fn first(&mut self, text: &str, now: Instant) -> bool {
-        if self
-            .0
-            .get(text)
-            .is_some_and(|at| now.saturating_duration_since(*at) < REPEAT_LOG)
-        {
-            return false;
-        }
-        if self.0.len() >= REPEAT_KINDS && !self.0.contains_key(text) {
-            self.0
-                .retain(|_, at| now.saturating_duration_since(*at) < REPEAT_LOG);
-            if self.0.len() >= REPEAT_KINDS {
-                let oldest = self
-                    .0
-                    .iter()
-                    .min_by_key(|(_, at)| **at)
-                    .map(|(t, _)| t.clone());
-                if let Some(oldest) = oldest {
-                    self.0.remove(&oldest);
-                }
-            }
-        }
-        self.0.insert(text.to_owned(), now);
-        true
-    }
-}
+mod replica;
+mod snapshot;
+mod writer;
 
 /// The quota configuration as a replicated log: a [`Persistence`] whose
 /// [`commit`](Persistence::commit) orders each batch through a Kafka topic that every instance
@@ -178,6 +134,10 @@ struct Shared {
 struct Follow {
     /// The offset after the last record applied.
     next_offset: i64,
+    /// The records read so far (a record read again after a snapshot counts again).
+    records_read: u64,
+    /// The claim offset of the latest complete snapshot read.
+    snapshot: Option<i64>,
     /// Why this instance stopped applying the log, once it has.
     failure: Option<LogFailure>,
     /// This process's commits still waiting, by sequence number.
@@ -193,6 +153,9 @@ enum Pending {
     Waiting { doubt: Option<KafkaError> },
     /// Applied from the log, with these results.
     Applied(Vec<AlterResult>),
+    /// Applied while this instance could not yet trust its state (records had gone missing):
+    /// these results hold once it does, or the batch is read again.
+    Provisional(Vec<AlterResult>),
     /// Kafka refused the record: it is not in the log.
     Refused(KafkaError),
 }
@@ -236,7 +199,7 @@ impl ConfigLog {
             let config = config.clone();
             std::thread::Builder::new()
                 .name(format!("kquota-log-{}", config.instance_id))
-                .spawn(move || follow(&config, &shared, ready_tx))
+                .spawn(move || follow::follow(&config, &shared, ready_tx))
                 .map_err(|source| ClusterError::Thread {
                     thread: "configuration log follower",
                     source,
@@ -374,11 +337,35 @@ impl ConfigLog {
         self.shared.state.lock().next_offset
     }
 
+    /// How far this instance has read the log, and from what.
+    pub fn progress(&self) -> LogProgress {
+        let state = self.shared.state.lock();
+        LogProgress {
+            applied_offset: state.next_offset,
+            records_read: state.records_read,
+            snapshot: state.snapshot,
+        }
+    }
+
     /// Why this instance stopped applying the log, if it has: it then refuses every commit and
     /// keeps the configuration it had.
     pub fn failure(&self) -> Option<LogFailure> {
         self.shared.state.lock().failure.clone()
     }
+}
+
+/// How far an instance has read the configuration log ([`ConfigLog::progress`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogProgress {
+    /// The offset after the last record read: every batch before it is in the engine.
+    pub applied_offset: i64,
+    /// The records read since the instance opened the log (a record read again after a
+    /// snapshot counts again): what replaying cost.
+    pub records_read: u64,
+    /// The claim offset of the latest complete snapshot read, if any: the configuration as of
+    /// that offset came from it, or was checked against it.
+    pub snapshot: Option<i64>,
 }
 
 impl Drop for ConfigLog {
@@ -536,230 +523,6 @@ fn producer(
     })
 }
 
-/// The follower thread: checks the topic, replays the log, says so through `ready`, then follows
-/// until stopped or until a record cannot be applied.
-fn follow(
-    config: &ClusterConfig,
-    shared: &Shared,
-    ready: tokio::sync::oneshot::Sender<Result<(), ClusterError>>,
-) {
-    let topic = config.config_topic.as_str();
-    let consumer = match start(config) {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = ready.send(Err(e));
-            return;
-        }
-    };
-    let (consumer, end) = consumer;
-    let mut ready = Some(ready);
-    let mut eof = false;
-    let mut last_progress = Instant::now();
-    let mut repeats = Repeats::default();
-    loop {
-        if shared.stop.load(Ordering::Relaxed) {
-            return;
-        }
-        if let Some(tx) = ready.take() {
-            if eof || shared.state.lock().next_offset >= end {
-                if tx.send(Ok(())).is_err() {
-                    // Whoever was opening gave up.
-                    return;
-                }
-            } else if last_progress.elapsed() >= config.open_timeout {
-                let offset = shared.state.lock().next_offset;
-                let _ = tx.send(Err(ClusterError::Timeout {
-                    operation: Operation::CatchUp {
-                        topic: topic.to_owned(),
-                        offset,
-                        end,
-                    },
-                    after: config.open_timeout,
-                }));
-                return;
-            } else if tx.is_closed() {
-                return;
-            } else {
-                ready = Some(tx);
-            }
-        }
-        let Some(polled) = consumer.poll(POLL) else {
-            continue;
-        };
-        let outcome = match polled {
-            Ok(message) => {
-                last_progress = Instant::now();
-                apply(shared, topic, &message)
-            }
-            Err(KafkaError::PartitionEOF(_)) => {
-                eof = true;
-                Ok(())
-            }
-            Err(e) => consumer_error(e, &mut repeats),
-        };
-        if let Err(problem) = outcome {
-            let offset = shared.state.lock().next_offset;
-            fail(shared, topic, offset, problem.clone());
-            if let Some(tx) = ready.take() {
-                let _ = tx.send(Err(ClusterError::Record { offset, problem }));
-            }
-            return;
-        }
-    }
-}
-
-/// Checks the topic, makes the consumer and assigns it the partition from its start; returns the
-/// consumer and the offset the log ended at.
-fn start(config: &ClusterConfig) -> Result<(BaseConsumer<TracingContext>, i64), ClusterError> {
-    let topic = config.config_topic.as_str();
-    let deadline = Instant::now() + config.open_timeout;
-    ensure_topic(config, &TopicSpec::config_log(topic), config.open_timeout)?;
-    let mut c = client(config);
-    // The partition is assigned, read from its start every time, and no offset is kept:
-    // librdkafka wants a group id to assign at all, but this one never joins or commits.
-    c.set(
-        "group.id",
-        format!("kquota-config-log-{}", config.instance_id),
-    )
-    .set("enable.auto.commit", "false")
-    .set("enable.auto.offset.store", "false")
-    .set("isolation.level", "read_committed")
-    .set("enable.partition.eof", "true")
-    // An offset that falls out of the log (a deleted or truncated topic) must stop the
-    // follower, not send it back to the start to apply everything again.
-    .set("auto.offset.reset", "error")
-    .set("socket.nagle.disable", "true");
-    let consumer: BaseConsumer<TracingContext> = c
-        .create_with_context(TracingContext { quiet_errors: true })
-        .map_err(|source| ClusterError::Client {
-            client: KafkaClient::LogConsumer,
-            source,
-        })?;
-    let watermarks = || Operation::Watermarks(topic.to_owned());
-    let left = remaining(deadline, config.open_timeout, watermarks)?;
-    let (low, high) = consumer
-        .fetch_watermarks(topic, 0, left)
-        .map_err(|e| kafka_or_timeout(e, watermarks(), config.open_timeout))?;
-    if low > 0 {
-        return Err(ClusterError::Topic {
-            topic: topic.to_owned(),
-            problem: TopicProblem::LogStart { offset: low },
-        });
-    }
-    let assign_error = |source| ClusterError::Kafka {
-        operation: Operation::Assign(topic.to_owned()),
-        source,
-    };
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(topic, 0, Offset::Beginning)
-        .map_err(assign_error)?;
-    consumer.assign(&assignment).map_err(assign_error)?;
-    Ok((consumer, high))
-}
-
-/// Applies one record; an error is a record this instance cannot apply.
-fn apply<M: Message>(shared: &Shared, topic: &str, message: &M) -> Result<(), RecordProblem> {
-    let offset = message.offset();
-    if offset < shared.state.lock().next_offset {
-        // Already applied (a fetch repeated after a reconnect).
-        return Ok(());
-    }
-    let key = message
-        .key()
-        .map(|k| String::from_utf8_lossy(k).into_owned());
-    let Some(value) = message.payload() else {
-        return Err(RecordProblem::Tombstone { key });
-    };
-    let record = ConfigRecord::decode(value)?;
-    let expected = record.key();
-    if key.as_deref() != Some(expected.as_str()) {
-        return Err(RecordProblem::Key {
-            found: key,
-            expected,
-        });
-    }
-    let results = shared.engine.alter(&record.batch, record.validate_only);
-    let mut state = shared.state.lock();
-    state.next_offset = offset + 1;
-    if record.origin == shared.instance_id {
-        state.max_own_seq = Some(state.max_own_seq.map_or(record.seq, |m| m.max(record.seq)));
-        match state.pending.get_mut(&record.seq) {
-            Some(p @ Pending::Waiting { .. }) => *p = Pending::Applied(results),
-            Some(Pending::Refused(why)) => error!(
-                topic,
-                offset,
-                seq = record.seq,
-                "a batch whose delivery Kafka refused ({why}) is in the log after all; its \
-                 commit was answered as refused"
-            ),
-            Some(Pending::Applied(_)) => {}
-            None => {
-                let first = shared.first_seq.load(Ordering::Acquire);
-                if first != 0 && record.seq >= first {
-                    // Ours, answered as timed out; or, past what this process issued, another
-                    // process using the same instance id.
-                    info!(
-                        topic,
-                        offset,
-                        seq = record.seq,
-                        "applied a batch of this instance's whose commit was not acknowledged"
-                    );
-                } else if first != 0 {
-                    warn!(
-                        topic,
-                        offset,
-                        seq = record.seq,
-                        instance = %shared.instance_id,
-                        "a batch under this instance's id that this process did not write: is \
-                         another process using the same instance id?"
-                    );
-                }
-            }
-        }
-    }
-    shared.changed.notify_all();
-    Ok(())
-}
-
-/// What to do about a consumer error: go on (logging it), or stop following.
-fn consumer_error(e: KafkaError, repeats: &mut Repeats) -> Result<(), RecordProblem> {
-    let fatal = matches!(e, KafkaError::MessageConsumptionFatal(_))
-        || matches!(
-            e.rdkafka_error_code(),
-            Some(RDKafkaErrorCode::AutoOffsetReset | RDKafkaErrorCode::OffsetOutOfRange)
-        );
-    if fatal {
-        return Err(RecordProblem::Consumer(e.to_string()));
-    }
-    // Kafka unreachable and the like: librdkafka retries and reconnects by itself.
-    let text = e.to_string();
-    if repeats.first(&text, Instant::now()) {
-        warn!("the configuration log's consumer: {text} (retrying)");
-    }
-    Ok(())
-}
-
-/// Stops this instance's use of the log, loudly: every waiting and later commit is refused.
-fn fail(shared: &Shared, topic: &str, offset: i64, problem: RecordProblem) {
-    error!(
-        topic,
-        offset,
-        instance = %shared.instance_id,
-        "this instance cannot apply the configuration log at offset {offset}: {problem}. It stops \
-         following the log and refuses alterations; it keeps enforcing the configuration it has \
-         (every batch before that offset). Every instance must hold the same configuration, so a \
-         record is never skipped: fix or remove the cause and restart the instance"
-    );
-    let mut state = shared.state.lock();
-    state.failure = Some(LogFailure {
-        topic: topic.to_owned(),
-        offset,
-        problem,
-    });
-    shared.changed.notify_all();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -779,54 +542,6 @@ mod tests {
             RDKafkaErrorCode::NotEnoughReplicasAfterAppend
         )));
         assert!(!surely_refused(&broker(RDKafkaErrorCode::RequestTimedOut)));
-    }
-
-    #[test]
-    fn consumer_errors_that_stop_the_follower() {
-        let mut last = Repeats::default();
-        assert!(consumer_error(
-            KafkaError::MessageConsumption(RDKafkaErrorCode::AutoOffsetReset),
-            &mut last
-        )
-        .is_err());
-        assert!(consumer_error(
-            KafkaError::MessageConsumptionFatal(RDKafkaErrorCode::Fatal),
-            &mut last
-        )
-        .is_err());
-        // Kafka unreachable: retried, logged once.
-        for _ in 0..3 {
-            assert!(consumer_error(
-                KafkaError::MessageConsumption(RDKafkaErrorCode::AllBrokersDown),
-                &mut last
-            )
-            .is_ok());
-        }
-    }
-
-    #[test]
-    fn each_distinct_consumer_error_is_logged_once_per_interval() {
-        let mut repeats = Repeats::default();
-        let t0 = Instant::now();
-        // Two errors in turn, as Kafka going away shows: each logged once.
-        let logged = (0..10)
-            .filter(|i| {
-                let text = if i % 2 == 0 {
-                    "all brokers down"
-                } else {
-                    "transport failure"
-                };
-                repeats.first(text, t0 + Duration::from_secs(*i))
-            })
-            .count();
-        assert_eq!(logged, 2);
-        assert!(repeats.first("all brokers down", t0 + REPEAT_LOG));
-        assert!(!repeats.first("transport failure", t0 + Duration::from_secs(20)));
-        // Many distinct errors: the memory stays bounded, each still logged the first time.
-        for i in 0..100 {
-            assert!(repeats.first(&format!("error {i}"), t0 + REPEAT_LOG));
-        }
-        assert_eq!(repeats.0.len(), REPEAT_KINDS);
     }
 
     #[test]

@@ -1,4 +1,8 @@
-//! The configuration topic's records: one JSON record per committed alteration batch.
+//! The configuration topic's records: one JSON record per committed alteration batch (version
+//! 1), and the records that let compaction shrink the log to the size of the state (version 2):
+//! claims and snapshot chunks.
+//!
+//! A batch:
 //!
 //! ```json
 //! {"v":1,"origin":"broker-1","seq":1760000000000001,"validate_only":false,
@@ -16,20 +20,342 @@
 //! (which the engine refuses as duplicates) from one alteration with two ops, nor keep an
 //! alteration with no ops (which still has a result).
 //!
+//! A claim, key `"<origin>/<seq>/claim"`: the instance that wants to write the next snapshot; the
+//! first claim in the log after the previous snapshot wins, so the log itself chooses the writer:
+//!
+//! ```json
+//! {"v":2,"kind":"claim","origin":"broker-1","seq":1760000000000002}
+//! ```
+//!
+//! A snapshot chunk, key `"<claim offset>/<index>/snapshot"`: the configuration as it was when the
+//! claim at that offset was applied (every record before it), in canonical order (entities
+//! sorted, each one's values by key), split into chunks of at most [`CHUNK_BYTES`] of entries;
+//! every chunk says how many there are, how many entities the whole holds and the FNV-1a digest
+//! of the whole's canonical entries, so that a reader knows when it has all of it and that it is
+//! the state it announces:
+//!
+//! ```json
+//! {"v":2,"kind":"snapshot","claim":1234,"origin":"broker-1","index":0,"count":1,
+//!  "entities":1,"digest":"a3c2b1e0f9d8c7b6",
+//!  "quotas":[{"entity":[{"type":"user","name":"alice"}],
+//!             "values":[{"key":"producer_byte_rate","value":1048576.0}]}]}
+//! ```
+//!
+//! Every key a batch, claim or chunk is written under is unique: a batch key ends in a digit, the
+//! others in a word. So compaction removes a record only once its key is written again as a
+//! tombstone, which only a snapshot's writer does, for what its snapshot covers.
+//!
 //! Decoding is strict: an unknown version, an unknown field, a missing field or an op with both or
 //! neither of `value` and `remove` is an error. A reader that guessed would apply something other
 //! than what the writer meant, and the instances' states would part.
 
+use std::str::FromStr;
+
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use kquota::{Alteration, EntityPart, Op};
+use kquota::{Alteration, Entity, EntityName, EntityPart, EntityType, Op, QuotaKey};
 
 use crate::error::RecordProblem;
 
-/// The record version this crate writes and reads.
+/// The record version of batches.
 pub(crate) const VERSION: u32 = 1;
+/// The record version of claims and snapshot chunks.
+pub(crate) const SNAPSHOT_VERSION: u32 = 2;
 /// The versions this crate reads, as an error message names them.
-pub(crate) const READS: &str = "version 1";
+pub(crate) const READS: &str = "versions 1 (batches) and 2 (claims and snapshots)";
+/// The most bytes of entries one snapshot chunk carries: with its envelope, well under Kafka's
+/// default largest record (1 MB).
+pub(crate) const CHUNK_BYTES: usize = 512 * 1024;
+
+/// One entity's configured values, as a snapshot holds them.
+pub(crate) type SnapshotEntry = (Entity, Vec<(QuotaKey, f64)>);
+
+/// Any record of the configuration topic that has a value.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum LogRecord {
+    /// A committed batch.
+    Batch(ConfigRecord),
+    /// An instance's claim to write the next snapshot.
+    Claim(Claim),
+    /// A part of a snapshot.
+    Chunk(Chunk),
+}
+
+impl LogRecord {
+    /// Decodes a record's value, of any version this crate reads.
+    pub(crate) fn decode(value: &[u8]) -> Result<LogRecord, RecordProblem> {
+        if value.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(RecordProblem::Malformed(
+                "not a configuration record: not a JSON object".into(),
+            ));
+        }
+        let head: Head = serde_json::from_slice(value)
+            .map_err(|e| RecordProblem::Malformed(format!("not a configuration record: {e}")))?;
+        match head.v {
+            v if v == u64::from(VERSION) => ConfigRecord::decode(value).map(LogRecord::Batch),
+            v if v == u64::from(SNAPSHOT_VERSION) => {
+                let malformed = |e: serde_json::Error| {
+                    RecordProblem::Malformed(format!(
+                        "malformed version {SNAPSHOT_VERSION} record: {e}"
+                    ))
+                };
+                match head.kind.as_deref() {
+                    Some("claim") => {
+                        let w: WireClaim = serde_json::from_slice(value).map_err(malformed)?;
+                        Ok(LogRecord::Claim(Claim {
+                            origin: w.origin,
+                            seq: w.seq,
+                        }))
+                    }
+                    Some("snapshot") => {
+                        let w: WireChunk = serde_json::from_slice(value).map_err(malformed)?;
+                        Chunk::try_from(w).map(LogRecord::Chunk)
+                    }
+                    other => Err(RecordProblem::Malformed(format!(
+                        "a version {SNAPSHOT_VERSION} record of kind {other:?} (this instance \
+                         reads \"claim\" and \"snapshot\")"
+                    ))),
+                }
+            }
+            v => Err(RecordProblem::Version(v)),
+        }
+    }
+
+    /// The key the record must have.
+    pub(crate) fn key(&self) -> String {
+        match self {
+            LogRecord::Batch(b) => b.key(),
+            LogRecord::Claim(c) => c.key(),
+            LogRecord::Chunk(c) => chunk_key(c.claim, c.index),
+        }
+    }
+}
+
+/// The claim and index of a snapshot chunk, read without decoding its entries (a chunk of a
+/// snapshot already read, or superseded, is not decoded again); `None` for any other record.
+pub(crate) fn chunk_of(value: &[u8]) -> Option<(i64, u32)> {
+    #[derive(Deserialize)]
+    struct ChunkHead {
+        v: u64,
+        #[serde(default)]
+        kind: Option<String>,
+        #[serde(default)]
+        claim: Option<i64>,
+        #[serde(default)]
+        index: Option<u32>,
+    }
+    let head: ChunkHead = serde_json::from_slice(value).ok()?;
+    match (head.v, head.kind.as_deref(), head.claim, head.index) {
+        (v, Some("snapshot"), Some(claim), Some(index)) if v == u64::from(SNAPSHOT_VERSION) => {
+            Some((claim, index))
+        }
+        _ => None,
+    }
+}
+
+/// The version and kind of a record, whatever else it holds.
+#[derive(Deserialize)]
+struct Head {
+    v: u64,
+    #[serde(default)]
+    kind: Option<String>,
+}
+
+/// An instance's claim to write the next snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Claim {
+    /// The instance.
+    pub(crate) origin: String,
+    /// Its number among that instance's claims (never reused: microseconds at the claim).
+    pub(crate) seq: u64,
+}
+
+impl Claim {
+    /// The claim's key.
+    pub(crate) fn key(&self) -> String {
+        format!("{}/{}/claim", self.origin, self.seq)
+    }
+
+    /// The claim's value.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(&WireClaim {
+            v: SNAPSHOT_VERSION,
+            kind: "claim".into(),
+            origin: self.origin.clone(),
+            seq: self.seq,
+        })
+        .expect("strings and numbers always serialize")
+    }
+}
+
+/// One part of a snapshot.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Chunk {
+    /// The offset of the claim the snapshot was taken at.
+    pub(crate) claim: i64,
+    /// The instance that wrote it.
+    pub(crate) origin: String,
+    /// Which part this is, from 0.
+    pub(crate) index: u32,
+    /// How many parts the snapshot has.
+    pub(crate) count: u32,
+    /// How many entities the whole snapshot holds.
+    pub(crate) entities: u64,
+    /// The FNV-1a digest of the whole snapshot's canonical entries.
+    pub(crate) digest: u64,
+    /// This part's entries.
+    pub(crate) quotas: Vec<SnapshotEntry>,
+}
+
+/// The key of part `index` of the snapshot taken at the claim at offset `claim`.
+pub(crate) fn chunk_key(claim: i64, index: u32) -> String {
+    format!("{claim}/{index}/snapshot")
+}
+
+/// The value of a snapshot chunk whose entries are already encoded (canonical entries, each a
+/// JSON object, joined with commas).
+pub(crate) fn chunk_value(
+    claim: i64,
+    origin: &str,
+    index: u32,
+    count: u32,
+    entities: u64,
+    digest: u64,
+    entries: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(entries.len() + 160);
+    out.extend_from_slice(
+        format!("{{\"v\":{SNAPSHOT_VERSION},\"kind\":\"snapshot\",\"claim\":{claim},\"origin\":")
+            .as_bytes(),
+    );
+    serde_json::to_writer(&mut out, origin).expect("a string always encodes");
+    out.extend_from_slice(
+        format!(
+            ",\"index\":{index},\"count\":{count},\"entities\":{entities},\"digest\":\"{digest:016x}\",\"quotas\":["
+        )
+        .as_bytes(),
+    );
+    out.extend_from_slice(entries);
+    out.extend_from_slice(b"]}");
+    out
+}
+
+/// Appends the canonical JSON of one entry (values in the order given) to `out`.
+pub(crate) fn encode_entry(entity: &Entity, values: &[(QuotaKey, f64)], out: &mut Vec<u8>) {
+    let wire = WireEntry {
+        entity: entity
+            .components()
+            .map(|(ty, name)| WirePart {
+                entity_type: ty.as_str().to_owned(),
+                name: name.as_option().map(str::to_owned),
+            })
+            .collect(),
+        values: values
+            .iter()
+            .map(|(key, value)| WireSet {
+                key: key.to_string(),
+                value: WireValue(*value),
+            })
+            .collect(),
+    };
+    serde_json::to_writer(out, &wire).expect("strings and numbers always serialize");
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireClaim {
+    v: u32,
+    kind: String,
+    origin: String,
+    seq: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireChunk {
+    v: u32,
+    kind: String,
+    claim: i64,
+    origin: String,
+    index: u32,
+    count: u32,
+    entities: u64,
+    digest: String,
+    quotas: Vec<WireEntry>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireEntry {
+    entity: Vec<WirePart>,
+    values: Vec<WireSet>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireSet {
+    key: String,
+    value: WireValue,
+}
+
+impl TryFrom<WireChunk> for Chunk {
+    type Error = RecordProblem;
+
+    fn try_from(w: WireChunk) -> Result<Chunk, RecordProblem> {
+        let bad = |why: String| RecordProblem::Malformed(format!("a snapshot chunk: {why}"));
+        if w.v != SNAPSHOT_VERSION || w.kind != "snapshot" {
+            return Err(bad(format!("version {} of kind {:?}", w.v, w.kind)));
+        }
+        if w.count == 0 || w.index >= w.count {
+            return Err(bad(format!("part {} of {}", w.index, w.count)));
+        }
+        if w.claim < 0 {
+            return Err(bad(format!("a claim at offset {}", w.claim)));
+        }
+        let digest = u64::from_str_radix(&w.digest, 16)
+            .ok()
+            .filter(|_| w.digest.len() == 16)
+            .ok_or_else(|| bad(format!("the digest {:?} is not 16 hex digits", w.digest)))?;
+        let quotas = w
+            .quotas
+            .into_iter()
+            .map(|e| {
+                let parts = e
+                    .entity
+                    .iter()
+                    .map(|p| {
+                        let ty = EntityType::from_str(&p.entity_type)
+                            .map_err(|e| bad(format!("{:?}: {e}", p.entity_type)))?;
+                        let name = EntityName::from_wire(p.name.as_deref())
+                            .map_err(|e| bad(format!("{:?}: {e}", p.name)))?;
+                        Ok((ty, name))
+                    })
+                    .collect::<Result<Vec<_>, RecordProblem>>()?;
+                let entity = Entity::from_parts(&parts)
+                    .ok_or_else(|| bad(format!("{parts:?} is not an entity")))?;
+                let values = e
+                    .values
+                    .into_iter()
+                    .map(|v| {
+                        let key = QuotaKey::from_str(&v.key)
+                            .map_err(|e| bad(format!("the key {:?}: {e}", v.key)))?;
+                        Ok((key, v.value.0))
+                    })
+                    .collect::<Result<Vec<_>, RecordProblem>>()?;
+                Ok((entity, values))
+            })
+            .collect::<Result<Vec<_>, RecordProblem>>()?;
+        Ok(Chunk {
+            claim: w.claim,
+            origin: w.origin,
+            index: w.index,
+            count: w.count,
+            entities: w.entities,
+            digest,
+            quotas,
+        })
+    }
+}
 
 /// One committed batch, as it travels through the topic.
 #[derive(Clone, Debug, PartialEq)]

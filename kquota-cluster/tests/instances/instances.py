@@ -1402,7 +1402,10 @@ def config_log_order(kafka, race_users):
             if m is None or m.error():
                 continue
             pos = m.offset() + 1
-            rec = json.loads(m.value())
+            # Batches only: claims and snapshot chunks (version 2) and tombstones carry none.
+            rec = json.loads(m.value()) if m.value() is not None else {}
+            if rec.get("v") != 1:
+                continue
             for alt in rec["alterations"]:
                 ent = {e["type"]: e["name"] for e in alt["entity"]}
                 u = ent.get("user")

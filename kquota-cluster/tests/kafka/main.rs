@@ -20,6 +20,9 @@ use kquota_cluster::{
     ClusterConfig, ClusterError, ConfigLog, ConfigProblem, RecordProblem, TopicProblem,
 };
 
+mod replay_bench;
+mod snapshots;
+
 fn bootstrap() -> String {
     std::env::var("KQUOTA_CLUSTER_BOOTSTRAP").expect(
         "KQUOTA_CLUSTER_BOOTSTRAP is not set: run kquota-cluster/tests/kafka/run.sh, which starts \
@@ -506,7 +509,7 @@ async fn an_unreadable_record_stops_alterations_not_enforcement() {
         .set("bootstrap.servers", bootstrap())
         .create()
         .unwrap();
-    let bad = br#"{"v":2,"origin":"future","seq":1,"snapshot":{}}"#;
+    let bad = br#"{"v":3,"origin":"future","seq":1,"snapshot":{}}"#;
     producer
         .send(BaseRecord::to(&topic).key("future/1").payload(&bad[..]))
         .map_err(|(e, _)| e)
@@ -518,11 +521,11 @@ async fn an_unreadable_record_stops_alterations_not_enforcement() {
     let failure = a.failure().unwrap();
     assert_eq!(
         (failure.offset, &failure.problem),
-        (1, &RecordProblem::Version(2))
+        (1, &RecordProblem::Version(3))
     );
     let text = failure.to_string();
     assert!(
-        text.contains("at offset 1") && text.contains("record version 2"),
+        text.contains("at offset 1") && text.contains("record version 3"),
         "{text}"
     );
     let e = a
@@ -555,7 +558,7 @@ async fn an_unreadable_record_stops_alterations_not_enforcement() {
     match ConfigLog::open(config(&topic, "b"), Arc::clone(&engine)).await {
         Err(ClusterError::Record {
             offset: 1,
-            problem: RecordProblem::Version(2),
+            problem: RecordProblem::Version(3),
         }) => {}
         other => panic!("{other:?}"),
     }
