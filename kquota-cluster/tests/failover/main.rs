@@ -22,9 +22,12 @@ use rdkafka::ClientConfig;
 
 /// The alteration timeout the storm's commits run with: the client's timeout, within which
 /// alterations must be acknowledged again after the leader is killed. Kafka fences a broker that
-/// died without a word after `broker.session.timeout.ms` (9 s by default), then elects another
-/// leader from the in-sync replicas; the default alteration timeout is 10 s.
-const ALTER_TIMEOUT: Duration = Duration::from_secs(10);
+/// died without a word after `broker.session.timeout.ms` (9 s by default) and only then elects
+/// another leader from the in-sync replicas: 9 to 12 s after the kill here, more than the
+/// default alteration timeout (10 s), under which the commits in flight at the kill fail as
+/// "may still be applied". 20 s rides it out and stays under Kafka's AdminClient
+/// `request.timeout.ms` (30 s), so that a client still reads the answer.
+const ALTER_TIMEOUT: Duration = Duration::from_secs(20);
 
 fn bootstrap() -> String {
     std::env::var("KQUOTA_CLUSTER_BOOTSTRAP").expect(
@@ -186,9 +189,28 @@ async fn the_configuration_leader_killed_during_a_storm_loses_nothing_acknowledg
     node("KQUOTA_FAILOVER_KILL", was_leader);
     let killed = Instant::now();
     println!("killed node {was_leader}, the leader of {topic} (in sync: {isr})");
-    // Long enough for Kafka to fence the dead broker and elect another leader, and for the
-    // storm to go on there.
-    tokio::time::sleep(ALTER_TIMEOUT + Duration::from_secs(8)).await;
+    // Until every instance has had alterations acknowledged again for two seconds (another
+    // leader elected, the storm going on there), or the timeout and more.
+    let deadline = killed + ALTER_TIMEOUT + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let resumed: Option<Instant> = {
+            let o = outcomes.lock();
+            (0..3)
+                .map(|k| {
+                    o.get(&k)?
+                        .iter()
+                        .filter(|x| x.result.is_ok() && x.answered > killed)
+                        .map(|x| x.answered)
+                        .min()
+                })
+                .collect::<Option<Vec<Instant>>>()
+                .and_then(|firsts| firsts.into_iter().max())
+        };
+        if resumed.is_some_and(|at| at.elapsed() >= Duration::from_secs(2)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     stop.store(true, Ordering::Relaxed);
     for t in storm {
         t.join().unwrap();
@@ -225,6 +247,7 @@ async fn the_configuration_leader_killed_during_a_storm_loses_nothing_acknowledg
     let mut unsure = (0, 0);
     let mut refused = 0;
     let mut errors: HashMap<String, usize> = HashMap::new();
+    let mut late = Vec::new();
     for (k, list) in &outcomes {
         let mut resumed = None;
         let mut last_before = None;
@@ -279,12 +302,7 @@ async fn the_configuration_leader_killed_during_a_storm_loses_nothing_acknowledg
             resumed,
             last_before.map(|t| killed - t)
         );
-        let first_after = first_after.expect("no alteration acknowledged after the kill");
-        assert!(
-            first_after <= ALTER_TIMEOUT,
-            "instance {k}: alterations acknowledged again {first_after:?} after the kill, over \
-             the alteration timeout {ALTER_TIMEOUT:?}"
-        );
+        late.push((k, first_after));
     }
     println!(
         "{acked} acknowledged, all present everywhere and in a fresh replay; errors: {errors:?}; \
@@ -292,6 +310,14 @@ async fn the_configuration_leader_killed_during_a_storm_loses_nothing_acknowledg
         unsure.0, unsure.1
     );
     assert!(acked > 100, "{acked}");
+    for (k, first_after) in late {
+        let first_after = first_after.expect("no alteration acknowledged after the kill");
+        assert!(
+            first_after <= ALTER_TIMEOUT,
+            "instance {k}: alterations acknowledged again {first_after:?} after the kill, over \
+             the alteration timeout {ALTER_TIMEOUT:?}"
+        );
+    }
 }
 
 /// A producer of alice on `meter` offering `rate` bytes/s in 10 ms steps, waiting out every
@@ -389,9 +415,18 @@ async fn the_members_and_usage_leaders_restarted_drop_no_instance() {
             node("KQUOTA_FAILOVER_STOP", n);
         }
         node("KQUOTA_FAILOVER_START", n);
-        let synced = all_in_sync(&[&members_topic, &usage_topic]);
+        // Back: three replicas in sync, and every instance's heartbeats and usage view again
+        // (right after a kill the dead replica is still listed in sync).
+        let synced = eventually(Duration::from_secs(180), "back after the failure", || {
+            [&members_topic, &usage_topic]
+                .iter()
+                .all(|t| leader(t).1 == 3)
+                && joined
+                    .iter()
+                    .all(|(m, u, _)| m.is_connected() && u.split().is_fresh())
+        });
         // And a while after, for late drops.
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
         let t1 = Instant::now();
         let s = samples.lock();
         let during: Vec<_> = s.iter().filter(|x| x.0 >= t0 && x.0 <= t1).collect();
