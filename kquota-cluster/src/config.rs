@@ -43,6 +43,11 @@ pub struct ClusterConfig {
     pub member_expiry: Duration,
     /// How often an instance shares its `bps` usage.
     pub usage_interval: Duration,
+    /// How far a bucket served by this instance alone must move before it is published again:
+    /// its rate by this fraction of its limit (or of its rate, if larger), or, while it
+    /// throttles, its limit by this fraction (default 0.02). A throttle state that changed, and
+    /// any change of a bucket another instance serves too, are always published.
+    pub usage_threshold: f64,
     /// A shared view older than this is not used: `bps` limits fall back to the limit divided
     /// by the live instance count.
     pub usage_max_age: Duration,
@@ -72,6 +77,7 @@ impl ClusterConfig {
             heartbeat_interval: Duration::from_millis(500),
             member_expiry: Duration::from_secs(3),
             usage_interval: Duration::from_millis(250),
+            usage_threshold: crate::usage::delta::DEFAULT_USAGE_THRESHOLD,
             usage_max_age: Duration::from_secs(2),
             snapshot_records: 10_000,
             open_timeout: Duration::from_secs(30),

@@ -8,9 +8,9 @@
 //!   result it had there. It is a [`kquota::Persistence`], so an admin API commits through it.
 //! * [`Membership`]: each instance's heartbeat in a topic, so the live instance count that `bps`
 //!   limits divide by follows instances as they come and go.
-//! * [`UsageShare`]: each instance's windowed usage of its `bps` buckets, shared at a short
-//!   interval, from which each instance takes its part of a cluster-wide limit
-//!   ([`kquota::meter::BpsSplit`]).
+//! * [`UsageShare`]: what the split needs of each instance's windowed usage of its `bps` buckets,
+//!   shared at a short interval as what changed ([`UsageDelta`]), from which each instance takes
+//!   its part of a cluster-wide limit ([`kquota::meter::BpsSplit`]).
 //!
 //! [`ConfigLog::open`], [`Membership::start`] and [`UsageShare::start`] are all `async`: each
 //! does its work (Kafka's metadata requests block) on a thread of its own and resolves when that
@@ -49,6 +49,7 @@ pub use crate::members::Membership;
 // does.
 pub use crate::config::DEFAULT_USAGE_TOPIC;
 pub use crate::usage::cadence::{UsageCadence, UsageDue};
+pub use crate::usage::delta::{UsageDelta, UsagePublisher, DEFAULT_USAGE_THRESHOLD};
 pub use crate::usage::record::{
     BucketUsage, UsageRecord, UsageTracker, DEFAULT_MAX_BUCKETS, MAX_RECORD_BYTES,
 };

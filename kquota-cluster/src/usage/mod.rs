@@ -1,16 +1,18 @@
-//! Usage sharing: each instance's use of its `bps` buckets ([`UsageRecord`]), published to the
-//! usage topic every `usage_interval` and read by the others, from which each takes its part of
-//! every cluster-wide `bps` limit ([`SharedSplit`]).
+//! Usage sharing: what the split needs of each instance's use of its `bps` buckets, published to
+//! the usage topic every `usage_interval` as what changed ([`UsageDelta`]) and read by the
+//! others, from which each takes its part of every cluster-wide `bps` limit ([`SharedSplit`]).
 //!
-//! The parts: [`record`] (what a record says, and the tracker that makes one from the meter),
+//! The parts: [`record`] (the tracker that reads the meter, and the whole-usage record of version
+//! 1), [`delta`] (the record of version 2, and the publisher that decides what goes in it),
 //! [`split`] (the decision, and the shared view it is made from), [`cadence`] (when to publish
 //! and when to hand the others' records to the split), and here the thread that moves the
 //! records through Kafka. Only this file does I/O.
 //!
 //! The topic is created if missing: one partition, `cleanup.policy=delete`, five minutes'
 //! retention (only the latest records matter, and they are read from the end); a record's key is
-//! the instance's id. A clean stop publishes a last record with no buckets, so that the others
-//! stop counting this instance's usage at once.
+//! the instance's id, so that an instance's records stay in order. A clean stop publishes a last
+//! whole statement with no buckets, so that the others stop counting this instance's usage at
+//! once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -30,12 +32,15 @@ use crate::kafka::{
     TracingContext,
 };
 use crate::members::Members;
+use crate::time::wall_micros;
 use crate::time::{millis, wall_ms};
 use cadence::UsageCadence;
-use record::{UsageRecord, UsageTracker, DEFAULT_MAX_BUCKETS, MAX_RECORD_BYTES};
+use delta::{UsageDelta, UsagePublisher};
+use record::{UsageTracker, MAX_RECORD_BYTES};
 use split::{SharedSplit, SplitParams};
 
 pub(crate) mod cadence;
+pub(crate) mod delta;
 pub(crate) mod record;
 pub(crate) mod split;
 
@@ -174,8 +179,9 @@ impl Drop for UsageShare {
 /// The usage thread: this instance's records out, the others' in.
 struct Worker {
     topic: String,
-    cadence: UsageCadence<UsageRecord>,
+    cadence: UsageCadence<UsageDelta>,
     tracker: UsageTracker,
+    publisher: UsagePublisher,
     clock: Arc<dyn Clock>,
     meter: Meter,
     members: Arc<Members>,
@@ -214,7 +220,15 @@ impl Worker {
         Ok(Worker {
             topic,
             cadence: UsageCadence::new(config.usage_interval, now),
-            tracker: UsageTracker::new(&config.instance_id, DEFAULT_MAX_BUCKETS),
+            // Every bucket: the publisher sends what changed, in records cut to size.
+            tracker: UsageTracker::new(&config.instance_id, usize::MAX),
+            publisher: UsagePublisher::new(
+                &config.instance_id,
+                wall_micros(),
+                config.usage_threshold,
+                MAX_RECORD_BYTES,
+                millis(config.usage_interval).saturating_mul(2),
+            ),
             clock,
             meter,
             members,
@@ -227,17 +241,28 @@ impl Worker {
 
     fn run(&mut self) {
         let mut generation = None;
+        let mut known: Vec<String> = Vec::new();
         let me = self.split.instance_id().to_owned();
         while !self.stop.load(Ordering::Relaxed) {
             let (live, g) = self.members.live();
             if generation != Some(g) {
+                // A newcomer has none of this instance's usage: the next record is whole
+                // (rather than waiting for it to ask).
+                if generation.is_some() && live.iter().any(|id| !known.contains(id)) {
+                    self.publisher.request_reset(self.clock.now_ms());
+                }
                 generation = Some(g);
+                known = live.to_vec();
                 self.split.set_live(live.iter());
             }
             let now = self.clock.now_ms();
             if let Some(due) = self.cadence.due(now) {
-                let local = due.publish.then(|| self.publish(now));
-                self.split.update(local.as_ref(), due.received);
+                let local = if due.publish {
+                    self.publish(now)
+                } else {
+                    Vec::new()
+                };
+                self.split.update_deltas(&local, due.received);
             }
             self.producer.poll(Duration::ZERO);
             let wait = self.cadence.wait(self.clock.now_ms()).min(POLL);
@@ -247,9 +272,13 @@ impl Worker {
                 match result {
                     Ok(m) => {
                         let from_me = m.key() == Some(me.as_bytes());
-                        match m.payload().map(UsageRecord::decode) {
+                        match m.payload().map(UsageDelta::decode) {
                             Some(Ok(record)) if !from_me && record.instance != me => {
-                                self.cadence.received(record, self.clock.now_ms());
+                                let now = self.clock.now_ms();
+                                if record.need.contains(&me) {
+                                    self.publisher.request_reset(now);
+                                }
+                                self.cadence.received(record, now);
                             }
                             Some(Err(e)) => tracing::debug!("usage: an undecodable record: {e}"),
                             _ => {}
@@ -266,31 +295,27 @@ impl Worker {
             }
         }
         // A last record with no buckets: the others stop reserving anything for this instance.
-        let last = UsageRecord {
-            instance: me.clone(),
-            at_ms: wall_ms(),
-            buckets: Vec::new(),
-        };
-        self.send(&last.encode(MAX_RECORD_BYTES).0);
+        let last = self.publisher.farewell(wall_ms());
+        self.send(&last.encode());
         let _ = self.producer.flush(Duration::from_secs(1));
     }
 
-    /// Publishes this instance's usage; returns the record as the others will read it.
-    fn publish(&mut self, now_ms: u64) -> UsageRecord {
+    /// Publishes what changed of this instance's usage; returns the records as the others will
+    /// read them (the split decides from exactly what the others hold of this instance).
+    fn publish(&mut self, now_ms: u64) -> Vec<UsageDelta> {
         let snapshot = self.meter.snapshot();
-        let mut record = self.tracker.record(&snapshot, now_ms, wall_ms());
-        let (bytes, taken) = record.encode(MAX_RECORD_BYTES);
-        if taken < record.buckets.len() {
-            tracing::debug!(
-                "usage: {} of {} buckets fit in a record",
-                taken,
-                record.buckets.len()
-            );
+        let record = self.tracker.record(&snapshot, now_ms, wall_ms());
+        let split = &self.split;
+        let records = self.publisher.publish(
+            &record,
+            |key, owner| split.is_shared(key, owner),
+            split.needs(),
+            now_ms,
+        );
+        for r in &records {
+            self.send(&r.encode());
         }
-        // The split decides from exactly what the others see.
-        record.buckets.truncate(taken);
-        self.send(&bytes);
-        record
+        records
     }
 
     fn send(&self, bytes: &[u8]) {

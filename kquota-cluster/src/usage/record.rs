@@ -72,7 +72,7 @@ struct WireRecord {
 }
 
 #[derive(Serialize, Deserialize)]
-struct WireBucket {
+pub(crate) struct WireBucket {
     key: String,
     owner: WireOwner,
     rate: f64,
@@ -83,15 +83,78 @@ struct WireBucket {
 }
 
 #[derive(Serialize, Deserialize)]
-struct WireOwner {
+pub(crate) struct WireOwner {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     user: Option<String>,
     #[serde(rename = "client-id", default, skip_serializing_if = "Option::is_none")]
     client_id: Option<String>,
 }
 
+/// The owner as a record names it; `None` for an `ip` owner (no `bps` key has one).
+pub(crate) fn wire_owner(owner: &BucketOwner) -> Option<WireOwner> {
+    Some(match owner {
+        BucketOwner::UserClient(u, c) => WireOwner {
+            user: Some(u.to_string()),
+            client_id: Some(c.to_string()),
+        },
+        BucketOwner::User(u) => WireOwner {
+            user: Some(u.to_string()),
+            client_id: None,
+        },
+        BucketOwner::ClientId(c) => WireOwner {
+            user: None,
+            client_id: Some(c.to_string()),
+        },
+        BucketOwner::Ip(_) => return None,
+    })
+}
+
+/// The owner a record names; `None` for neither a user nor a client id.
+pub(crate) fn owner_of(owner: WireOwner) -> Option<BucketOwner> {
+    Some(match (owner.user, owner.client_id) {
+        (Some(u), Some(c)) => BucketOwner::UserClient(Arc::from(u), Arc::from(c)),
+        (Some(u), None) => BucketOwner::User(Arc::from(u)),
+        (None, Some(c)) => BucketOwner::ClientId(Arc::from(c)),
+        (None, None) => return None,
+    })
+}
+
+/// A `bps` key a record names; `None` for a key unknown or not `bps`.
+pub(crate) fn bps_key(key: &str) -> Option<QuotaKey> {
+    let key: QuotaKey = key.parse().ok()?;
+    (key.unit() == Unit::Bps).then_some(key)
+}
+
+/// Appends bucket `b`'s JSON to `out`; false (nothing appended) for an `ip` owner.
+pub(crate) fn encode_bucket(b: &BucketUsage, out: &mut Vec<u8>) -> bool {
+    let Some(owner) = wire_owner(&b.owner) else {
+        return false;
+    };
+    let wire = WireBucket {
+        key: b.key.to_string(),
+        owner,
+        rate: finite(b.rate),
+        limit: finite(b.limit),
+        throttled: b.throttled,
+    };
+    serde_json::to_writer(out, &wire).expect("a bucket always encodes");
+    true
+}
+
+/// The bucket a record's entry names; `None` for one of a key unknown or not `bps`, or without
+/// an owner.
+pub(crate) fn bucket_of(b: WireBucket) -> Option<BucketUsage> {
+    Some(BucketUsage {
+        key: bps_key(&b.key)?,
+        owner: owner_of(b.owner)?,
+        rate: sane_rate(b.rate),
+        limit: finite(b.limit),
+        throttled: b.throttled,
+    })
+}
+
 /// A number JSON can carry (it has no NaN nor infinities).
-fn finite(x: f64) -> f64 {
+pub(crate) fn finite(x: f64) -> f64 {
     if x.is_finite() {
         x
     } else {
@@ -111,33 +174,13 @@ impl UsageRecord {
         let mut taken = 0;
         let mut item = Vec::with_capacity(128);
         for b in &self.buckets {
-            let owner = match &b.owner {
-                BucketOwner::UserClient(u, c) => WireOwner {
-                    user: Some(u.to_string()),
-                    client_id: Some(c.to_string()),
-                },
-                BucketOwner::User(u) => WireOwner {
-                    user: Some(u.to_string()),
-                    client_id: None,
-                },
-                BucketOwner::ClientId(c) => WireOwner {
-                    user: None,
-                    client_id: Some(c.to_string()),
-                },
-                BucketOwner::Ip(_) => continue,
-            };
             item.clear();
             if taken > 0 {
                 item.push(b',');
             }
-            let wire = WireBucket {
-                key: b.key.to_string(),
-                owner,
-                rate: finite(b.rate),
-                limit: finite(b.limit),
-                throttled: b.throttled,
-            };
-            serde_json::to_writer(&mut item, &wire).expect("a bucket always encodes");
+            if !encode_bucket(b, &mut item) {
+                continue;
+            }
             if out.len() + item.len() + 2 > max_bytes {
                 break;
             }
@@ -155,29 +198,7 @@ impl UsageRecord {
         if wire.v != 1 {
             return Err(format!("version {} is not understood", wire.v));
         }
-        let buckets = wire
-            .buckets
-            .into_iter()
-            .filter_map(|b| {
-                let key: QuotaKey = b.key.parse().ok()?;
-                if key.unit() != Unit::Bps {
-                    return None;
-                }
-                let owner = match (b.owner.user, b.owner.client_id) {
-                    (Some(u), Some(c)) => BucketOwner::UserClient(Arc::from(u), Arc::from(c)),
-                    (Some(u), None) => BucketOwner::User(Arc::from(u)),
-                    (None, Some(c)) => BucketOwner::ClientId(Arc::from(c)),
-                    (None, None) => return None,
-                };
-                Some(BucketUsage {
-                    key,
-                    owner,
-                    rate: sane_rate(b.rate),
-                    limit: finite(b.limit),
-                    throttled: b.throttled,
-                })
-            })
-            .collect();
+        let buckets = wire.buckets.into_iter().filter_map(bucket_of).collect();
         Ok(UsageRecord {
             instance: wire.instance,
             at_ms: wire.at_ms,

@@ -1,9 +1,9 @@
 //! An instance's part of a cluster-wide `bps` limit, from the usage the instances share.
 //!
 //! [`split_limit`] is the decision, a pure function of the limit and each live instance's recent
-//! [`Demand`] for one bucket. [`SharedSplit`] keeps the latest usage of every instance (its own and
-//! the others', however they arrive) and answers the meter's [`BpsSplit`] questions from an
-//! immutable table rebuilt whenever that usage or the live set changes.
+//! [`Demand`] for one bucket. [`SharedSplit`] keeps the usage every instance has published (its
+//! own and the others', however their records arrive) and answers the meter's [`BpsSplit`]
+//! questions from a table that each record changes in place, bucket by bucket.
 //!
 //! # The decision
 //!
@@ -31,7 +31,8 @@
 //! floors are inside `L`, not on top of it. Instances do not see the same view at the same
 //! instant (each sees the others' usage one delivery later than its own), so during a change
 //! the parts can briefly add up to more than `L`; `tests/split_sim.rs` measures how much (with
-//! the defaults, up to about 7% for a few hundred milliseconds around a change).
+//! the defaults, up to about 7% for a few hundred milliseconds around a change, with records
+//! handed to the split as they arrive).
 //!
 //! Why not jump straight to the fair parts: the meter throttles a bucket whose windowed rate is
 //! above its limit for `(rate − limit) / limit` times the window (11 s by default), and mutes
@@ -47,13 +48,15 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kquota::meter::{BpsSplit, BucketOwner, Clock};
 use kquota::{QuotaKey, QuotaType, Unit};
 use parking_lot::{Mutex, RwLock};
 
+use crate::usage::delta::UsageDelta;
 use crate::usage::record::{sane_rate, UsageRecord};
 
 /// One instance's recent use of one bucket: its windowed rate, the limit it last applied, and
@@ -220,70 +223,83 @@ fn slot(key: QuotaKey) -> Option<usize> {
     Some(usize::from(key.quota_type() != QuotaType::ProducerByteRate))
 }
 
-/// One bucket as the table holds it: this instance's demand, the live others' that reported
-/// it, and how many live others did not.
+/// What no cache holds.
+const NO_CACHE: (u64, u64, f64) = (u64::MAX, 0, 0.0);
+
+/// One bucket as the table holds it: this instance's demand, and the demands of the live others
+/// that reported it (those that did not count as idle).
 #[derive(Debug)]
 struct Slot {
     me: Demand,
-    others: Vec<Demand>,
-    idle: usize,
-    /// The part last worked out, and for which limit (its bits): a bucket's limit rarely
-    /// changes, so most requests read this instead of working it out again.
-    part: OnceLock<(u64, f64)>,
+    /// The others' ids (as [`Board`] numbers them) and demands, side by side.
+    ids: Vec<u32>,
+    demands: Vec<Demand>,
+    /// The part last worked out: for which generation of the live set, which limit (its bits),
+    /// and the part. A bucket's limit rarely changes, so most requests read this.
+    cache: Mutex<(u64, u64, f64)>,
 }
 
 impl Slot {
-    fn part(&self, limit: f64, params: &SplitParams) -> f64 {
-        if let Some((bits, part)) = self.part.get() {
-            if *bits == limit.to_bits() {
-                return *part;
+    fn new() -> Slot {
+        Slot {
+            me: Demand::IDLE,
+            ids: Vec::new(),
+            demands: Vec::new(),
+            cache: Mutex::new(NO_CACHE),
+        }
+    }
+
+    fn part(&self, limit: f64, live: usize, generation: u64, params: &SplitParams) -> f64 {
+        let bits = limit.to_bits();
+        // try_lock: two requests of one bucket at once work it out each rather than wait.
+        if let Some(c) = self.cache.try_lock() {
+            if c.0 == generation && c.1 == bits {
+                return c.2;
             }
         }
-        let part = split_limit(limit, self.me, &self.others, self.idle, params);
-        // Kept only for the first limit asked about; another limit is worked out each time.
-        let _ = self.part.set((limit.to_bits(), part));
+        let idle = live.saturating_sub(1 + self.demands.len());
+        let part = split_limit(limit, self.me, &self.demands, idle, params);
+        if let Some(mut c) = self.cache.try_lock() {
+            *c = (generation, bits, part);
+        }
         part
     }
-}
 
-/// What the hot path reads: rebuilt in full at each change, never modified.
-#[derive(Debug, Default)]
-struct Table {
-    /// Answers are given while the split's clock is below this (0: never).
-    fresh_until: u64,
-    /// The live instances, this one included.
-    live: usize,
-    /// Per owner, the producer and the consumer `bps` bucket.
-    entries: HashMap<BucketOwner, [Option<Slot>; 2]>,
-}
+    fn changed(&mut self) {
+        *self.cache.get_mut() = NO_CACHE;
+    }
 
-/// One instance's latest usage, as received.
-#[derive(Debug)]
-struct Report {
-    received_ms: u64,
-    buckets: Vec<(QuotaKey, BucketOwner, Demand)>,
-}
-
-impl Report {
-    fn from_record(record: &UsageRecord, received_ms: u64) -> Report {
-        // One demand per bucket, even from a record that names a bucket twice.
-        let mut seen = HashMap::with_capacity(record.buckets.len());
-        for b in &record.buckets {
-            if slot(b.key).is_some() {
-                seen.insert(
-                    (b.key, b.owner.clone()),
-                    Demand::new(b.rate, b.limit, b.throttled),
-                );
-            }
-        }
-        Report {
-            received_ms,
-            buckets: seen.into_iter().map(|((k, o), d)| (k, o, d)).collect(),
-        }
+    fn is_empty(&self) -> bool {
+        self.me == Demand::IDLE && self.ids.is_empty()
     }
 }
 
-/// Everything the table is built from; only the threads that feed the split touch it.
+/// Per owner, the producer and the consumer `bps` bucket.
+type Table = HashMap<BucketOwner, [Option<Slot>; 2]>;
+
+/// One instance's usage, as its records have said it.
+#[derive(Debug)]
+struct Sender {
+    /// Its number in the table.
+    id: u32,
+    received_ms: u64,
+    /// The `seq` its next record must have (`None`: any; a version 1 sender's records are each
+    /// whole).
+    next_seq: Option<u64>,
+    /// Whether a whole statement of it has been read (and nothing missed since).
+    based: bool,
+    /// Whether its statement is whole (not in the middle of a whole statement in parts).
+    complete: bool,
+    buckets: HashMap<(QuotaKey, BucketOwner), Demand>,
+}
+
+impl Sender {
+    fn usable(&self) -> bool {
+        self.based && self.complete
+    }
+}
+
+/// Everything the table follows from; only the threads that feed the split touch it.
 #[derive(Debug, Default)]
 struct Board {
     /// The live instances, this one included.
@@ -295,26 +311,32 @@ struct Board {
     live_since: HashMap<Arc<str>, u64>,
     /// Whether the live set was ever given.
     had_live: bool,
-    local: Option<Report>,
-    others: HashMap<Arc<str>, Report>,
+    /// Every instance heard from, this one included.
+    senders: HashMap<Arc<str>, Sender>,
+    next_id: u32,
     stopped: bool,
 }
 
-/// A [`BpsSplit`] from shared usage: this instance's latest usage record, the latest one of
-/// every other instance, and the live set. Whoever moves the records (the Kafka usage topic
-/// through [`UsageShare`](crate::UsageShare), or anything else) feeds it with
-/// [`record_local`](SharedSplit::record_local), [`receive`](SharedSplit::receive) and
+/// A [`BpsSplit`] from shared usage: the usage every instance has published (this one's own
+/// included: it decides from what the others hold of it, so that all decide from the same
+/// demands) and the live set. Whoever moves the records (the Kafka usage topic through
+/// [`UsageShare`](crate::UsageShare), or anything else) feeds it with
+/// [`update_deltas`](SharedSplit::update_deltas) (or whole records:
+/// [`record_local`](SharedSplit::record_local), [`receive`](SharedSplit::receive)) and
 /// [`set_live`](SharedSplit::set_live).
 ///
 /// It declines (the meter then divides the limit by the live instance count) while its view is
-/// not complete and recent: unless every live instance, this one included, has a record
-/// received within `max_age` (one that became live less than `max_age` ago may have none yet:
-/// it counts as idle), and for good once [`stop`](SharedSplit::stop)ped.
+/// not complete and recent: unless every live instance, this one included, has a whole
+/// statement read with nothing missed since and a record received within `max_age` (one that
+/// became live less than `max_age` ago may have none yet: it counts as idle), and for good once
+/// [`stop`](SharedSplit::stop)ped. An instance whose record was missed (its `seq` skipped) is
+/// asked for a whole statement again ([`needs`](SharedSplit::needs)).
 ///
-/// The meter's questions are answered from an immutable table behind a read lock held only for
-/// the answer: one clock read, a lookup by owner, and the part kept from the previous request
-/// of the bucket (worked out again, without allocating, only when the table or the limit
-/// changed). The table is rebuilt, outside that lock, at each change.
+/// The meter's questions are answered from a table behind a read lock held only for the answer:
+/// one clock read, a lookup by owner, and the part kept from the previous request of the bucket
+/// (worked out again, without allocating, only when its demands, the live set or the limit
+/// changed). Each record changes the table in place, bucket by bucket: an update costs what
+/// changed, not what the instances serve.
 pub struct SharedSplit {
     me: Arc<str>,
     params: SplitParams,
@@ -322,17 +344,22 @@ pub struct SharedSplit {
     clock: Arc<dyn Clock>,
     board: Mutex<Board>,
     table: RwLock<Table>,
+    /// Answers are given while the split's clock is below this (0: never).
+    fresh_until: AtomicU64,
+    /// The live instances, this one included.
+    live: AtomicUsize,
+    /// Moves when the live set does: every cached part is stale then.
+    generation: AtomicU64,
 }
 
 impl fmt::Debug for SharedSplit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let table = self.table.read();
         f.debug_struct("SharedSplit")
             .field("instance", &self.me)
             .field("params", &self.params)
             .field("max_age_ms", &self.max_age_ms)
-            .field("live", &table.live)
-            .field("buckets", &table.entries.len())
+            .field("live", &self.live.load(Ordering::Relaxed))
+            .field("buckets", &self.table.read().len())
             .finish_non_exhaustive()
     }
 }
@@ -358,7 +385,10 @@ impl SharedSplit {
             max_age_ms: u64::try_from(max_age.as_millis()).unwrap_or(u64::MAX),
             clock,
             board: Mutex::new(board),
-            table: RwLock::new(Table::default()),
+            table: RwLock::new(Table::new()),
+            fresh_until: AtomicU64::new(0),
+            live: AtomicUsize::new(1),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -385,83 +415,251 @@ impl SharedSplit {
         let now = self.clock.now_ms();
         let mut board = self.board.lock();
         let grace = std::mem::replace(&mut board.had_live, true);
-        if board.live != set {
-            let Board {
-                live_since, live, ..
-            } = &mut *board;
-            live_since.retain(|id, _| set.contains(id));
-            if grace {
-                for id in &set {
-                    if !live.contains(id) {
-                        live_since.insert(Arc::clone(id), now);
-                    }
+        if board.live == set {
+            self.refresh(&board);
+            return;
+        }
+        let mut table = self.table.write();
+        let Board {
+            live,
+            live_since,
+            senders,
+            ..
+        } = &mut *board;
+        // Who left no longer counts; who came counts with what it said.
+        for id in live.difference(&set) {
+            if let Some(s) = senders.get(id) {
+                for (key, owner) in s.buckets.keys() {
+                    remove(&mut table, s.id, false, *key, owner);
                 }
             }
-            *live = set;
-            self.rebuild(&mut board);
         }
+        for id in set.difference(live) {
+            if let Some(s) = senders.get(id) {
+                for ((key, owner), d) in &s.buckets {
+                    upsert(&mut table, s.id, false, *key, owner, *d);
+                }
+            }
+        }
+        live_since.retain(|id, _| set.contains(id));
+        if grace {
+            for id in &set {
+                if !live.contains(id) {
+                    live_since.insert(Arc::clone(id), now);
+                }
+            }
+        }
+        *live = set;
+        drop(table);
+        self.live.store(board.live.len().max(1), Ordering::Release);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.refresh(&board);
     }
 
-    /// This instance's own usage, as it was just published: the split decides from the same
-    /// record the others see, so that the parts add up.
+    /// This instance's own usage as a whole record, as it was just published: the split decides
+    /// from the same statement the others see, so that the parts add up.
     pub fn record_local(&self, record: &UsageRecord) {
         self.update(Some(record), []);
     }
 
-    /// Other instances' records, received now (this instance's own are ignored). The table is
-    /// rebuilt once for the lot.
+    /// Other instances' whole records, received now (this instance's own are ignored).
     pub fn receive<I: IntoIterator<Item = UsageRecord>>(&self, records: I) {
         self.update(None, records);
     }
 
     /// [`record_local`](SharedSplit::record_local) and [`receive`](SharedSplit::receive) at
-    /// once, with one rebuild of the table (its cost grows with the buckets of all the
-    /// instances, so a feeder that hears from many instances gathers their records).
+    /// once: each record a whole statement of its instance.
     pub fn update<I: IntoIterator<Item = UsageRecord>>(
         &self,
         local: Option<&UsageRecord>,
         received: I,
     ) {
+        let local: Vec<UsageDelta> = local
+            .map(|r| UsageDelta::from_record(r, 0))
+            .into_iter()
+            .collect();
+        self.update_deltas(
+            &local,
+            received.into_iter().map(|r| UsageDelta::from_record(&r, 0)),
+        );
+    }
+
+    /// This instance's records as just published (`local`, in order), and the others' records
+    /// received now (in the order they arrived; this instance's own among them are ignored), at
+    /// once.
+    pub fn update_deltas<I: IntoIterator<Item = UsageDelta>>(
+        &self,
+        local: &[UsageDelta],
+        received: I,
+    ) {
         let now = self.clock.now_ms();
-        let local = local.map(|r| Report::from_record(r, now));
-        let received: Vec<(Arc<str>, Report)> = received
+        let received: Vec<UsageDelta> = received
             .into_iter()
             .filter(|r| *r.instance != *self.me)
-            .map(|r| (Arc::from(r.instance.as_str()), Report::from_record(&r, now)))
             .collect();
-        if local.is_none() && received.is_empty() {
+        if local.is_empty() && received.is_empty() {
             return;
         }
         let mut board = self.board.lock();
-        if local.is_some() {
-            board.local = local;
+        let mut table = self.table.write();
+        for d in local {
+            self.apply(&mut board, &mut table, &Arc::clone(&self.me), d, now);
         }
-        board.others.extend(received);
-        // Instances long gone are dropped, so that ids that come and go do not pile up.
+        for d in &received {
+            let id: Arc<str> = Arc::from(d.instance.as_str());
+            self.apply(&mut board, &mut table, &id, d, now);
+        }
+        // Instances long gone are forgotten, so that ids that come and go do not pile up (they
+        // are in the table only while live).
         let keep_ms = self.max_age_ms.saturating_mul(4);
-        let Board { live, others, .. } = &mut *board;
-        others.retain(|id, r| live.contains(id) || now.saturating_sub(r.received_ms) < keep_ms);
-        self.rebuild(&mut board);
+        let Board { live, senders, .. } = &mut *board;
+        senders.retain(|id, s| live.contains(id) || now.saturating_sub(s.received_ms) < keep_ms);
+        drop(table);
+        self.refresh(&board);
+    }
+
+    /// Applies one record of `instance`'s.
+    fn apply(
+        &self,
+        board: &mut Board,
+        table: &mut Table,
+        instance: &Arc<str>,
+        d: &UsageDelta,
+        now: u64,
+    ) {
+        let local = *instance == self.me;
+        let in_table = local || board.live.contains(instance);
+        let next_id = &mut board.next_id;
+        let sender = board
+            .senders
+            .entry(Arc::clone(instance))
+            .or_insert_with(|| {
+                *next_id += 1;
+                Sender {
+                    id: *next_id,
+                    received_ms: now,
+                    next_seq: None,
+                    based: false,
+                    complete: false,
+                    buckets: HashMap::new(),
+                }
+            });
+        let id = sender.id;
+        if d.reset {
+            for (key, owner) in sender.buckets.keys() {
+                if in_table {
+                    remove(table, id, local, *key, owner);
+                }
+            }
+            sender.buckets.clear();
+            sender.based = true;
+        } else if !sender.based || sender.next_seq.is_some_and(|n| n != d.seq) {
+            // A record missed (or none whole yet): what is held of it may be wrong, until a
+            // whole statement comes.
+            sender.based = false;
+            sender.complete = false;
+            sender.received_ms = now;
+            return;
+        }
+        for (key, owner) in &d.gone {
+            if sender.buckets.remove(&(*key, owner.clone())).is_some() && in_table {
+                remove(table, id, local, *key, owner);
+            }
+        }
+        for b in &d.buckets {
+            if slot(b.key).is_none() {
+                continue;
+            }
+            let demand = Demand::new(b.rate, b.limit, b.throttled);
+            sender.buckets.insert((b.key, b.owner.clone()), demand);
+            if in_table {
+                upsert(table, id, local, b.key, &b.owner, demand);
+            }
+        }
+        // A version 1 record has no number: each of them is whole.
+        sender.next_seq = (d.seq != 0).then(|| d.seq + 1);
+        sender.complete = d.complete;
+        sender.received_ms = now;
+    }
+
+    /// Works out again until when the view is complete and recent.
+    fn refresh(&self, board: &Board) {
+        let mut oldest = board
+            .senders
+            .get(&self.me)
+            .filter(|s| s.usable())
+            .map(|s| s.received_ms);
+        for id in board.live.iter().filter(|id| ***id != *self.me) {
+            let since = match board.senders.get(id) {
+                Some(s) if s.usable() => Some(s.received_ms),
+                Some(_) => None,
+                None => board.live_since.get(id).copied(),
+            };
+            oldest = match (oldest, since) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                _ => None,
+            };
+        }
+        let until = match oldest {
+            Some(oldest) if !board.stopped => oldest.saturating_add(self.max_age_ms),
+            _ => 0,
+        };
+        self.fresh_until.store(until, Ordering::Release);
+    }
+
+    /// The live instances whose usage this one lacks: heard from, but not as a whole (it
+    /// started reading after their whole statement, or missed a record since). Named in this
+    /// instance's next record, so that each publishes its whole usage again.
+    pub fn needs(&self) -> Vec<String> {
+        let board = self.board.lock();
+        board
+            .live
+            .iter()
+            .filter(|id| ***id != *self.me)
+            .filter(|id| board.senders.get(*id).is_some_and(|s| !s.based))
+            .map(|id| id.to_string())
+            .collect()
+    }
+
+    /// Whether another live instance serves this bucket too (it reported a rate or a throttle
+    /// for it): its publisher then sends every change of it.
+    pub fn is_shared(&self, key: QuotaKey, owner: &BucketOwner) -> bool {
+        let Some(s) = slot(key) else {
+            return false;
+        };
+        let table = self.table.read();
+        table
+            .get(owner)
+            .and_then(|e| e[s].as_ref())
+            .is_some_and(|slot| slot.demands.iter().any(|d| d.rate > 0.0 || d.throttled))
     }
 
     /// Forgets instance `instance_id`'s usage (it stopped cleanly).
     pub fn forget(&self, instance_id: &str) {
         let mut board = self.board.lock();
-        if board.others.remove(instance_id).is_some() {
-            self.rebuild(&mut board);
+        let Some(s) = board.senders.remove(instance_id) else {
+            return;
+        };
+        if board.live.contains(instance_id) || *self.me == *instance_id {
+            let local = *self.me == *instance_id;
+            let mut table = self.table.write();
+            for (key, owner) in s.buckets.keys() {
+                remove(&mut table, s.id, local, *key, owner);
+            }
         }
+        self.refresh(&board);
     }
 
     /// Declines every question from now on: the meter divides by the live count again.
     pub fn stop(&self) {
         let mut board = self.board.lock();
         board.stopped = true;
-        self.rebuild(&mut board);
+        self.refresh(&board);
     }
 
     /// Whether the split answers now (its view is complete and recent).
     pub fn is_fresh(&self) -> bool {
-        self.clock.now_ms() < self.table.read().fresh_until
+        self.clock.now_ms() < self.fresh_until.load(Ordering::Acquire)
     }
 
     /// What the split decides from for one bucket: this instance's demand, then the other live
@@ -470,86 +668,74 @@ impl SharedSplit {
     pub fn demands(&self, key: QuotaKey, owner: &BucketOwner) -> Option<(Demand, Vec<Demand>)> {
         let s = slot(key)?;
         let table = self.table.read();
-        let slot = table.entries.get(owner)?[s].as_ref()?;
-        Some((slot.me, slot.others.to_vec()))
+        let slot = table.get(owner)?[s].as_ref()?;
+        Some((slot.me, slot.demands.clone()))
     }
 
     /// The live instances the split divides among, this one included.
     pub fn live_count(&self) -> usize {
-        self.table.read().live.max(1)
+        self.live.load(Ordering::Acquire).max(1)
     }
 
-    fn rebuild(&self, board: &mut Board) {
-        let table = self.build(board);
-        // The old table is dropped after the lock is released.
-        let old = std::mem::replace(&mut *self.table.write(), table);
-        drop(old);
+    /// The buckets the table holds (anybody's).
+    pub fn buckets(&self) -> usize {
+        self.table
+            .read()
+            .values()
+            .map(|e| e.iter().flatten().count())
+            .sum()
     }
+}
 
-    fn build(&self, board: &Board) -> Table {
-        let others: Vec<&Report> = board
-            .live
-            .iter()
-            .filter(|id| ***id != *self.me)
-            .filter_map(|id| board.others.get(id))
-            .collect();
-        let live = board.live.len().max(1);
-        // Complete and recent: every live instance has a record younger than max_age, or became
-        // live less than max_age ago (it counts as idle until its first record).
-        let mut oldest = board.local.as_ref().map(|r| r.received_ms);
-        for id in board.live.iter().filter(|id| ***id != *self.me) {
-            let since = match board.others.get(id) {
-                Some(report) => Some(report.received_ms),
-                None => board.live_since.get(id).copied(),
-            };
-            oldest = match (oldest, since) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                _ => None,
-            };
+/// Sets the demand of sender `id` (`local`: this instance) for a bucket.
+fn upsert(table: &mut Table, id: u32, local: bool, key: QuotaKey, owner: &BucketOwner, d: Demand) {
+    let Some(s) = slot(key) else {
+        return;
+    };
+    let entry = table.entry(owner.clone()).or_default();
+    let slot = entry[s].get_or_insert_with(Slot::new);
+    if local {
+        slot.me = d;
+    } else if let Some(i) = slot.ids.iter().position(|x| *x == id) {
+        slot.demands[i] = d;
+    } else {
+        slot.ids.push(id);
+        slot.demands.push(d);
+    }
+    if slot.is_empty() {
+        entry[s] = None;
+        if entry.iter().all(Option::is_none) {
+            table.remove(owner);
         }
-        let fresh_until = match oldest {
-            Some(oldest) if !board.stopped => oldest.saturating_add(self.max_age_ms),
-            _ => 0,
-        };
-        let capacity = board.local.as_ref().map_or(0, |r| r.buckets.len())
-            + others.iter().map(|r| r.buckets.len()).max().unwrap_or(0);
-        let mut entries: HashMap<BucketOwner, [Option<Slot>; 2]> = HashMap::with_capacity(capacity);
-        fn entry<'a>(
-            entries: &'a mut HashMap<BucketOwner, [Option<Slot>; 2]>,
-            key: QuotaKey,
-            owner: &BucketOwner,
-        ) -> Option<&'a mut Slot> {
-            let s = slot(key)?;
-            let e = entries.entry(owner.clone()).or_default();
-            Some(e[s].get_or_insert_with(|| Slot {
-                me: Demand::IDLE,
-                others: Vec::new(),
-                idle: 0,
-                part: OnceLock::new(),
-            }))
+    } else {
+        slot.changed();
+    }
+}
+
+/// Removes the demand of sender `id` (`local`: this instance) for a bucket.
+fn remove(table: &mut Table, id: u32, local: bool, key: QuotaKey, owner: &BucketOwner) {
+    let Some(s) = slot(key) else {
+        return;
+    };
+    let Some(entry) = table.get_mut(owner) else {
+        return;
+    };
+    let Some(slot) = entry[s].as_mut() else {
+        return;
+    };
+    if local {
+        slot.me = Demand::IDLE;
+    } else if let Some(i) = slot.ids.iter().position(|x| *x == id) {
+        slot.ids.swap_remove(i);
+        slot.demands.swap_remove(i);
+    }
+    if slot.is_empty() {
+        entry[s] = None;
+        if entry.iter().all(Option::is_none) {
+            table.remove(owner);
         }
-        if let Some(local) = &board.local {
-            for (key, owner, d) in &local.buckets {
-                if let Some(e) = entry(&mut entries, *key, owner) {
-                    e.me = *d;
-                }
-            }
-        }
-        for report in &others {
-            for (key, owner, d) in &report.buckets {
-                if let Some(e) = entry(&mut entries, *key, owner) {
-                    e.others.push(*d);
-                }
-            }
-        }
-        for slot in entries.values_mut().flatten().flatten() {
-            slot.idle = (live - 1).saturating_sub(slot.others.len());
-        }
-        Table {
-            fresh_until,
-            live,
-            entries,
-        }
+    } else {
+        slot.changed();
     }
 }
 
@@ -565,14 +751,16 @@ impl BpsSplit for SharedSplit {
     ) -> Option<f64> {
         let s = slot(key)?;
         let now = self.clock.now_ms();
-        let table = self.table.read();
-        if now >= table.fresh_until {
+        if now >= self.fresh_until.load(Ordering::Acquire) {
             return None;
         }
-        Some(match table.entries.get(owner).and_then(|e| e[s].as_ref()) {
-            Some(slot) => slot.part(limit, &self.params),
+        let live = self.live_count();
+        let generation = self.generation.load(Ordering::Acquire);
+        let table = self.table.read();
+        Some(match table.get(owner).and_then(|e| e[s].as_ref()) {
+            Some(slot) => slot.part(limit, live, generation, &self.params),
             // Nobody reported the bucket: everyone alike, the limit divided by the live count.
-            None => split_limit(limit, Demand::IDLE, &[], table.live - 1, &self.params),
+            None => split_limit(limit, Demand::IDLE, &[], live - 1, &self.params),
         })
     }
 }
@@ -917,5 +1105,193 @@ mod tests {
             .unwrap();
         let floor = 0.1 * L / 3.0;
         assert!(close(got, floor), "{got}");
+    }
+}
+
+#[cfg(test)]
+mod delta_tests {
+    use super::*;
+    use crate::usage::delta::UsagePublisher;
+    use crate::usage::record::BucketUsage;
+    use kquota::meter::ManualClock;
+
+    fn user(u: &str) -> BucketOwner {
+        BucketOwner::User(Arc::from(u))
+    }
+
+    fn delta(instance: &str, seq: u64, reset: bool, buckets: &[(&str, f64)]) -> UsageDelta {
+        UsageDelta {
+            instance: instance.into(),
+            at_ms: 0,
+            seq,
+            reset,
+            complete: true,
+            need: Vec::new(),
+            buckets: buckets
+                .iter()
+                .map(|(u, rate)| BucketUsage {
+                    key: QuotaKey::PRODUCER_BPS,
+                    owner: user(u),
+                    rate: *rate,
+                    limit: 1e6,
+                    throttled: false,
+                })
+                .collect(),
+            gone: Vec::new(),
+        }
+    }
+
+    fn split(me: &str, clock: &Arc<ManualClock>) -> SharedSplit {
+        let s = SharedSplit::new(
+            me,
+            SplitParams::default(),
+            Duration::from_secs(2),
+            clock.clone(),
+        );
+        s.set_live(["a", "b"]);
+        s
+    }
+
+    fn rate_of_b(s: &SharedSplit, u: &str) -> Option<f64> {
+        s.demands(QuotaKey::PRODUCER_BPS, &user(u))
+            .and_then(|(_, others)| others.first().map(|d| d.rate))
+    }
+
+    #[test]
+    fn a_missed_record_declines_until_a_whole_statement_comes() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let s = split("a", &clock);
+        s.update_deltas(&[delta("a", 1, true, &[])], []);
+        s.update_deltas(&[], [delta("b", 10, true, &[("alice", 5.0)])]);
+        assert!(s.is_fresh());
+        s.update_deltas(&[], [delta("b", 11, false, &[("alice", 6.0)])]);
+        assert_eq!(rate_of_b(&s, "alice"), Some(6.0));
+        assert!(s.needs().is_empty());
+        // 12 missed.
+        s.update_deltas(&[], [delta("b", 13, false, &[("alice", 8.0)])]);
+        assert!(!s.is_fresh());
+        assert_eq!(s.needs(), ["b"]);
+        // What comes before the whole statement is not applied.
+        s.update_deltas(&[], [delta("b", 14, false, &[("alice", 9.0)])]);
+        assert_eq!(rate_of_b(&s, "alice"), Some(6.0));
+        let mut whole = delta("b", 15, true, &[("alice", 10.0)]);
+        whole.complete = false;
+        s.update_deltas(&[], [whole]);
+        assert!(!s.is_fresh(), "a whole statement still in parts");
+        assert!(s.needs().is_empty());
+        s.update_deltas(&[], [delta("b", 16, false, &[("bob", 1.0)])]);
+        assert!(s.is_fresh());
+        assert_eq!(rate_of_b(&s, "alice"), Some(10.0));
+        assert_eq!(rate_of_b(&s, "bob"), Some(1.0));
+    }
+
+    #[test]
+    fn deltas_change_the_table_in_place_and_members_take_their_demands_along() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let s = split("a", &clock);
+        s.update_deltas(&[delta("a", 1, true, &[("alice", 2.0)])], []);
+        s.update_deltas(&[], [delta("b", 1, true, &[("alice", 5.0), ("bob", 3.0)])]);
+        assert_eq!(s.buckets(), 2);
+        assert!(s.is_shared(QuotaKey::PRODUCER_BPS, &user("alice")));
+        assert!(s.is_shared(QuotaKey::PRODUCER_BPS, &user("bob")));
+        assert!(!s.is_shared(QuotaKey::PRODUCER_BPS, &user("carol")));
+        let mut gone = delta("b", 2, false, &[]);
+        gone.gone = vec![(QuotaKey::PRODUCER_BPS, user("bob"))];
+        s.update_deltas(&[], [gone]);
+        assert_eq!(s.buckets(), 1);
+        assert!(!s.is_shared(QuotaKey::PRODUCER_BPS, &user("bob")));
+        // b leaves: its demands go; it returns: they come back.
+        s.set_live(["a"]);
+        assert_eq!(rate_of_b(&s, "alice"), None);
+        assert!(!s.is_shared(QuotaKey::PRODUCER_BPS, &user("alice")));
+        s.set_live(["a", "b"]);
+        assert_eq!(rate_of_b(&s, "alice"), Some(5.0));
+        // The cached part follows: alone, a has the whole limit; with b, less.
+        let with_b = s
+            .local_limit(QuotaKey::PRODUCER_BPS, &user("alice"), 3e6, 0)
+            .unwrap();
+        s.set_live(["a"]);
+        let alone = s
+            .local_limit(QuotaKey::PRODUCER_BPS, &user("alice"), 3e6, 0)
+            .unwrap();
+        assert!(
+            (alone - 3e6).abs() < 1e-6 && with_b < alone,
+            "{with_b} {alone}"
+        );
+    }
+
+    /// A publisher and the splits it feeds agree on what the others hold of it, whatever the
+    /// usage does and whichever records a receiver misses (it asks, the publisher sends its
+    /// whole usage, and they agree again).
+    #[test]
+    fn what_a_receiver_holds_is_what_the_publisher_published() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let local = split("a", &clock);
+        let remote = split("b", &clock);
+        let mut p = UsagePublisher::new("a", 1, 0.02, 2_000, 500);
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut rates: Vec<f64> = vec![0.0; 40];
+        let mut missed = 0;
+        let mut compared = 0;
+        for step in 0..400u64 {
+            clock.advance(250);
+            for r in rates.iter_mut() {
+                match next() % 10 {
+                    0 => *r = 0.0,
+                    1 | 2 => *r *= 1.0 + (next() % 100) as f64 / 1000.0,
+                    3 => *r = (next() % 1_000_000) as f64,
+                    _ => {}
+                }
+            }
+            let record = UsageRecord {
+                instance: "a".into(),
+                at_ms: 0,
+                buckets: rates
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| **r > 0.0)
+                    .map(|(i, r)| BucketUsage {
+                        key: QuotaKey::PRODUCER_BPS,
+                        owner: user(&format!("u{i}")),
+                        rate: *r,
+                        limit: 1e6,
+                        throttled: next() % 20 == 0,
+                    })
+                    .collect(),
+            };
+            let now = clock.now_ms();
+            if remote.needs().contains(&"a".to_owned()) {
+                p.request_reset(now);
+            }
+            let records = p.publish(&record, |_, _| false, vec![], now);
+            local.update_deltas(&records, []);
+            // A receiver knows it missed a record only at the next one it gets.
+            let delivered = next() % 15 != 0;
+            if delivered {
+                remote.update_deltas(&[], records);
+            } else {
+                missed += 1;
+            }
+            if delivered && remote.needs().is_empty() {
+                compared += 1;
+                for i in 0..40 {
+                    let owner = user(&format!("u{i}"));
+                    let mine = local
+                        .demands(QuotaKey::PRODUCER_BPS, &owner)
+                        .map(|(me, _)| me);
+                    let theirs = remote
+                        .demands(QuotaKey::PRODUCER_BPS, &owner)
+                        .and_then(|(_, o)| o.first().copied());
+                    assert_eq!(mine, theirs, "step {step}, u{i}");
+                }
+            }
+        }
+        assert!(missed > 10 && compared > 250, "{missed} {compared}");
     }
 }

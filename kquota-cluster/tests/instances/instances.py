@@ -1341,6 +1341,98 @@ class Harness:
         if problems:
             raise Failure("%d problems: %s" % (len(problems), "; ".join(problems[:12])))
 
+    # ---- 7. usage traffic
+
+    def t7_traffic(self):
+        """Many bps buckets through the proxies: the usage topic's bytes per instance (what each
+        produces, and the others' records it consumes), read from the topic itself, beside what
+        the whole-usage records of before (version 1: every bucket every interval) would have
+        taken for the same buckets; and, in the same run, the 70/20/10 load of one bucket against
+        its cluster-wide limit."""
+        every, skew_limit = 50000.0, 3000000.0
+        rounds = [(3, 1000), (3, 10000), (5, 1000), (5, 10000)] if self.full else [(3, 1000)]
+        warm, window = (15, 20)
+        anyone = (("user", None), ("client-id", None))
+        say("   {user=<default>, client-id=<default>} %s=%d (a bucket per client id); buckets.py sends each"
+            " bucket one 900-byte request every 2 s (1 %% of them switching to three times that each second),"
+            " 2 %% of the buckets through two proxies; {user=ANONYMOUS, client-id=skew-*} %s=%d loaded"
+            " 2.8 / 0.8 / 0.4 MB/s through three; %d s warm-up, %d s measured; rounds (proxies, buckets): %s"
+            % (BPS, every, BPS, skew_limit, warm, window, rounds))
+        extra = []
+        rows = []
+        problems = []
+        try:
+            for n, buckets in rounds:
+                while len(self.proxies) + len(extra) < n:
+                    p = Proxy(self, "inst-%d" % (len(self.proxies) + len(extra)))
+                    took = p.start()
+                    say("   %s started for this round (%.2f s to serve)" % (p.name, took))
+                    extra.append(p)
+                # The rounds go up in proxies: those started for a round stay for the next.
+                ps = (self.proxies + extra)[:n]
+                tag = "%s-%d-%d" % (self.run_tag, n, buckets)
+                skew = (("user", "ANONYMOUS"), ("client-id", "skew-%s" % tag))
+                self.alter_ok(0, anyone, {BPS: every})
+                self.alter_ok(0, skew, {BPS: skew_limit})
+                self.wait_visible(skew, BPS, skew_limit, timeout=10)
+                reader = UsageReader(self.kafka)
+                reader.start()
+                procs = []
+                per = buckets // n
+                for i, p in enumerate(ps):
+                    for first, step in ((i * per, 1), (((i + 1) % n) * per, 50)):
+                        name = "buckets-%s-%d-%d" % (tag, i, first)
+                        pr = Proc(self, name)
+                        pr.spawn([sys.executable, os.path.join(HERE, "buckets.py"), p.addr, "instances-traffic",
+                                  str(warm + window + 3), "t7-%s-" % tag, str(first), str(per), "2.0", "900",
+                                  str(i + 7 * first), str(step)], os.path.join(self.work, "%s.log" % name))
+                        procs.append(pr)
+                loads = []
+                for i, r in enumerate([2800000, 800000, 400000]):
+                    l = Load(self, "t7-skew-%s-%d" % (tag, i), ps[i].addr, "instances-accuracy", r, warm + window + 3,
+                             "skew-%s" % tag)
+                    self.loads.append(l)
+                    loads.append(l)
+                t_start = time.time()
+                time.sleep(warm + window + 1)
+                t0, t1 = t_start + warm, t_start + warm + window
+                for l in loads:
+                    l.wait(30)
+                for pr in procs:
+                    try:
+                        pr.proc.wait(30)
+                    except subprocess.TimeoutExpired:
+                        pr.kill9()
+                    pr._forget()
+                reader.stop()
+                m = reader.measure(t0, t1, [p.name for p in ps])
+                skew_rate = sum((l.acked_at(t1) - l.acked_at(t0)) / window for l in loads)
+                row = {"proxies": n, "buckets": buckets, "skew_bytes_per_s": skew_rate, **m}
+                rows.append(row)
+                say("   %d proxies x %d buckets: produced per instance %s (deltas) against %s (whole records),"
+                    " consumed per instance %s against %s; %d records a second in all, %d whole statements;"
+                    " buckets seen %d; the skewed bucket %.3f MB/s against 3 MB/s (%+.1f %%)" % (
+                        n, buckets, kbs(m["produced"]), kbs(m["produced_v1"]), kbs(m["consumed"]),
+                        kbs(m["consumed_v1"]), m["records_per_s"], m["resets"], m["buckets_seen"],
+                        skew_rate / 1e6, (skew_rate / skew_limit - 1) * 100))
+                if m["buckets_seen"] < buckets * 0.9:
+                    problems.append("%d proxies x %d buckets: the usage records named %d buckets"
+                                    % (n, buckets, m["buckets_seen"]))
+                if not m["produced"] * 3 < m["produced_v1"]:
+                    problems.append("%d proxies x %d buckets: deltas %s a second per instance, not under a third of"
+                                    " the whole records' %s" % (n, buckets, kbs(m["produced"]), kbs(m["produced_v1"])))
+                if abs(skew_rate - skew_limit) > 0.1 * skew_limit:
+                    problems.append("%d proxies x %d buckets: the skewed bucket passed %.0f bytes/s, not within 10 %% of"
+                                    " %.0f" % (n, buckets, skew_rate, skew_limit))
+        finally:
+            self.alter_ok(0, anyone, {BPS: None})
+            for p in extra:
+                if p.alive():
+                    p.term()
+        self.results["7"] = rows
+        if problems:
+            raise Failure("; ".join(problems))
+
     def _throttled_rate(self, i, client, when):
         l = Load(self, "outage-load-%s" % when, self.proxies[i].addr, "instances-outage", 600000, 14, client, 10000)
         self.loads.append(l)
@@ -1350,6 +1442,83 @@ class Harness:
         say("   a producer of %s offering 600000 bytes/s through inst-%d %s the outage: %.0f bytes/s acked"
             " (seconds 4 to 13), quota 200000" % (client, i, when, rate))
         return rate
+
+
+def kbs(x):
+    return "%.1f kB/s" % (x / 1e3) if x < 1e6 else "%.2f MB/s" % (x / 1e6)
+
+
+class UsageReader:
+    """Reads the usage topic (from its end on) on a thread: every record with when it came, and
+    each instance's buckets as its records say them, so that the size a version 1 record (every
+    bucket, every interval) would have had at each publication is known too."""
+
+    def __init__(self, kafka):
+        from confluent_kafka import Consumer, TopicPartition, OFFSET_END
+        self.c = Consumer({"bootstrap.servers": kafka, "group.id": "kquota-instances-usage", "enable.auto.commit": False,
+                           "log_level": 3})
+        self.c.assign([TopicPartition("_kquota_usage", 0, OFFSET_END)])
+        self.records = []  # (time, key, bytes, at_ms, v, buckets, gone, reset)
+        self.stopping = threading.Event()
+        self.th = threading.Thread(target=self.run, daemon=True)
+
+    def start(self):
+        self.th.start()
+
+    def stop(self):
+        self.stopping.set()
+        self.th.join(10)
+        self.c.close()
+
+    def run(self):
+        while not self.stopping.is_set():
+            m = self.c.poll(0.2)
+            if m is None or m.error() or m.value() is None:
+                continue
+            try:
+                v = json.loads(m.value())
+            except ValueError:
+                continue
+            self.records.append((time.time(), (m.key() or b"").decode(), len(m.value()), v.get("at_ms"), v.get("v"),
+                                 v.get("buckets", []), v.get("gone", []), v.get("reset", True)))
+
+    def measure(self, t0, t1, names):
+        """Bytes a second per instance over t0..t1: produced (its records), consumed (the others'),
+        and the same for version 1 records of its buckets as they stood at each publication."""
+        window = t1 - t0
+        state = {}  # instance -> {bucket id: encoded length}
+        produced, produced_v1, seen_pub = {}, {}, set()
+        resets = 0
+        total = total_v1 = records = 0
+        buckets_seen = set()
+        for t, key, size, at_ms, v, buckets, gone, reset in self.records:
+            st = state.setdefault(key, {})
+            if v == 1 or reset:
+                st.clear()
+            for b in buckets:
+                bid = (b.get("key"), json.dumps(b.get("owner"), sort_keys=True))
+                st[bid] = len(json.dumps(b, separators=(",", ":")))
+                buckets_seen.add(bid)
+            for g in gone:
+                st.pop((g.get("key"), json.dumps(g.get("owner"), sort_keys=True)), None)
+            if not (t0 <= t <= t1):
+                continue
+            records += 1
+            resets += 1 if reset and v == 2 else 0
+            produced[key] = produced.get(key, 0) + size
+            total += size
+            if (key, at_ms) not in seen_pub:
+                seen_pub.add((key, at_ms))
+                v1 = 60 + len(key) + sum(st.values()) + len(st)
+                v1 = min(v1, 900000)
+                produced_v1[key] = produced_v1.get(key, 0) + v1
+                total_v1 += v1
+        n = len(names)
+        mean = lambda d: sum(d.get(k, 0) for k in names) / n / window
+        return {"produced": mean(produced), "produced_v1": mean(produced_v1),
+                "consumed": (total - sum(produced.get(k, 0) for k in names) / n) / window,
+                "consumed_v1": (total_v1 - sum(produced_v1.get(k, 0) for k in names) / n) / window,
+                "records_per_s": records / window, "resets": resets, "buckets_seen": len(buckets_seen)}
 
 
 def summary_ms(values):
@@ -1428,6 +1597,7 @@ TESTS = [
     ("2", "kill -9 of instances during an alteration storm", "t2_storm"),
     ("4", "an instance stops: the others' bps limits change within the membership bound", "t4_membership"),
     ("6", "accuracy of the cluster-wide bps split against the static division", "t6_accuracy"),
+    ("7", "usage traffic with many bps buckets, and the split's accuracy in the same run", "t7_traffic"),
     ("5", "Kafka unreachable for 30 s", "t5_outage"),
 ]
 

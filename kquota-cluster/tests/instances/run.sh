@@ -28,7 +28,11 @@
 #   6. accuracy: one user's producers offering 2.8 / 0.8 / 0.4 MB/s through the three against
 #      producer_byte_rate:bps = 3000000 (3 MB/s, decimal) cluster-wide; the total the producers
 #      achieved must be within 10% of it; the static division (three proxies without a cluster,
-#      --instance-count 3, the quota set at each) is measured beside it and reported.
+#      --instance-count 3, the quota set at each) is measured beside it and reported;
+#   7. usage traffic: 1,000 bps buckets (a client id each, 2% through two proxies) through the
+#      three (with FULL: also 10,000, and with five proxies): the usage topic's bytes per instance,
+#      read from the topic, must be under a third of what version 1's whole records would have been
+#      for the same buckets; a 70/20/10 load of one bucket in the same run within 10% of its limit.
 #
 #   bash kquota-cluster/tests/instances/run.sh        # about 4 minutes once built (7 with FULL)
 #
@@ -115,7 +119,8 @@ chmod +x "$WORK/broker-stop" "$WORK/broker-start"
 import sys
 from confluent_kafka.admin import AdminClient, NewTopic
 admin = AdminClient({"bootstrap.servers": sys.argv[1]})
-futures = admin.create_topics([NewTopic(t, 1, 1) for t in ("instances-members", "instances-accuracy", "instances-outage")],
+futures = admin.create_topics([NewTopic(t, 1, 1) for t in ("instances-members", "instances-accuracy", "instances-outage",
+                                                          "instances-traffic")],
                               request_timeout=30)
 for t, f in futures.items():
     f.result(60)

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use kquota::meter::{BpsSplit, BucketOwner, Meter, MeterConfig};
 use kquota::{Alteration, Engine, Entity, EntityName, QuotaKey};
 use kquota_cluster::{
-    ClusterConfig, ClusterError, Membership, TopicProblem, UsageRecord, UsageShare,
+    ClusterConfig, ClusterError, Membership, TopicProblem, UsageDelta, UsageShare,
 };
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -401,28 +401,56 @@ fn usage_is_shared_and_the_busy_instance_gets_more() {
     list.add_partition_offset(&usage, 0, Offset::Beginning)
         .unwrap();
     consumer.assign(&list).unwrap();
-    let mut seen_a = None;
+    // a's records, in order: the first a whole statement, each numbered one past the one
+    // before, and one with alice's bucket among them.
+    let mut of_a: Vec<serde_json::Value> = Vec::new();
+    let end = consumer
+        .fetch_watermarks(&usage, 0, Duration::from_secs(10))
+        .unwrap()
+        .1;
     let deadline = Instant::now() + Duration::from_secs(10);
-    while seen_a.is_none() && Instant::now() < deadline {
+    let mut last = -1;
+    while last + 1 < end && Instant::now() < deadline {
         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
-            let value: serde_json::Value = serde_json::from_slice(m.payload().unwrap()).unwrap();
-            if m.key() == Some(b"a".as_slice())
-                && value["buckets"].as_array().is_some_and(|b| !b.is_empty())
-            {
-                seen_a = Some(value);
+            last = m.offset();
+            if m.key() == Some(b"a".as_slice()) {
+                of_a.push(serde_json::from_slice(m.payload().unwrap()).unwrap());
             }
         }
     }
-    let record = seen_a.expect("no usage record of a with buckets");
-    println!("a usage record: {record}");
-    assert_eq!(record["v"], 1);
+    assert!(of_a.len() > 10, "{} records of a", of_a.len());
+    assert_eq!(of_a[0]["reset"], true, "{}", of_a[0]);
+    for w in of_a.windows(2) {
+        assert_eq!(
+            w[1]["seq"].as_u64().unwrap(),
+            w[0]["seq"].as_u64().unwrap() + 1,
+            "{} then {}",
+            w[0],
+            w[1]
+        );
+    }
+    let record = of_a
+        .iter()
+        .find(|v| v["buckets"].as_array().is_some_and(|b| !b.is_empty()))
+        .expect("no usage record of a with buckets")
+        .clone();
+    // Most of a's records say nothing new: alice's bucket, shared with b, changes at each.
+    let empty = of_a
+        .iter()
+        .filter(|v| v["buckets"].as_array().is_some_and(|b| b.is_empty()))
+        .count();
+    println!(
+        "a usage record: {record}; {} records of a, {empty} with no bucket",
+        of_a.len()
+    );
+    assert_eq!(record["v"], 2);
     assert_eq!(record["instance"], "a");
     let bucket = &record["buckets"][0];
     assert_eq!(bucket["key"], "producer_byte_rate:bps");
     assert_eq!(bucket["owner"], serde_json::json!({"user": "alice"}));
     assert!(bucket["rate"].as_f64().unwrap() > 0.0);
     assert!(bucket["throttled"].is_boolean() && bucket["limit"].is_number());
-    UsageRecord::decode(record.to_string().as_bytes()).unwrap();
+    UsageDelta::decode(record.to_string().as_bytes()).unwrap();
 
     // b stops sharing, but stays a member: a's view has a hole after usage_max_age, and a
     // falls back to the limit divided by the live count.
