@@ -20,7 +20,7 @@ convergence, quotas set at the proxy with Kafka's kafka-configs (ConfigCommand):
   as fast as it can against producer_byte_rate 1 MiB/s, each stack, within 5%; a consumer against
   consumer_byte_rate 1 MiB/s, each stack, at most 5% above it and at least Kafka's own rate for the
   same consumer less 5% (see converged()); two clients of one SCRAM user sharing a KIP-55 remainder
-  (user 1 MiB/s, {user, client a} 0.25 MiB/s: a held to 0.25, b to 0.75).
+  (user 2 MiB/s, {user, client a} 0.5 MiB/s: a held to 0.5, b to 1.5).
 differential: each of those producers and consumers run twice at the same time, once through the
   proxy (quota at the proxy only) and once directly against Kafka (the same quota in Kafka only):
   achieved rates within 5% of each other, the throttle times the clients saw side by side.
@@ -59,10 +59,8 @@ STACKS = os.path.join(HERE, "stacks.py")
 PYTHON = sys.executable
 STACK_NAMES = ("java", "librdkafka", "kafka-python")
 RATE = 1048576  # 1 MiB/s: Kafka's quota units are bytes per second
-# Half the other clients' quota: the pair's remainder client has to offer 0.75 MiB/s, not 1.5, on a
-# machine shared with three brokers (at 1.5 MiB/s a starved client b fell 11 % short, unthrottled).
-KIP55_USER_RATE = RATE
-KIP55_SUB_RATE = RATE // 4
+KIP55_USER_RATE = 2 * RATE
+KIP55_SUB_RATE = RATE // 2
 TOLERANCE = 0.05
 WINDOW_NUM, WINDOW_SIZE_S = 11, 1  # Kafka's defaults, and the proxy's
 FIRST_WINDOW_S = WINDOW_NUM * WINDOW_SIZE_S
