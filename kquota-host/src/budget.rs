@@ -106,6 +106,13 @@ impl Budget {
         }
     }
 
+    /// Bytes reserved now (0 if unbounded: nothing is counted).
+    pub fn in_use(&self) -> usize {
+        self.bytes
+            .as_ref()
+            .map_or(0, |s| self.limit.saturating_sub(s.available_permits()))
+    }
+
     /// Bytes not reserved now (`usize::MAX` if unbounded).
     pub fn available(&self) -> usize {
         self.bytes

@@ -12,6 +12,7 @@
 //! | the process's descriptor limit, and accept errors when it is reached | [`raise_fd_limit`], [`AcceptErrors`] | — |
 //! | the stop: SIGINT or SIGTERM, then a grace for answers in flight | [`Shutdown`], [`signal`], [`SHUTDOWN_GRACE`] | — |
 //! | the engine, with its configuration from the store, the configuration log or memory | [`open_engine`] | — |
+//! | the metrics and health listener: `/metrics` (OpenMetrics, or the classic text format), `/healthz`, `/readyz` | [`http`] | — |
 //! | TLS listeners from PEM files or inline PEM, errors naming the setting | [`tls`] | `ssl.keystore.*`, `ssl.truststore.*`, `ssl.client.auth` |
 //! | a settings file (`--config`): Java properties, with the lines a server should not guess at refused | [`read_settings`] | — |
 //! | how a command ends: exit status 2 for a usage error, clap's refusals on one line | [`exit`] | — |
@@ -32,6 +33,8 @@ mod budget;
 pub mod exit;
 #[cfg(feature = "server")]
 mod frame;
+#[cfg(feature = "server")]
+pub mod http;
 #[cfg(feature = "server")]
 mod log;
 #[cfg(feature = "server")]

@@ -46,6 +46,10 @@ pub struct Opened {
     pub persistence: Option<Arc<dyn Persistence>>,
     /// The entities the configuration held at start.
     pub loaded: usize,
+    /// The configuration log, when the configuration lives there: for the server's readiness
+    /// and metrics.
+    #[cfg(feature = "cluster")]
+    pub log: Option<Arc<ConfigLog>>,
 }
 
 impl fmt::Debug for Opened {
@@ -107,6 +111,8 @@ pub async fn open_engine(
         builder = builder.consumer_capacity(c);
     }
     let engine = Arc::new(builder.build().map_err(OpenError::Engine)?);
+    #[cfg(feature = "cluster")]
+    let mut followed = None;
     let (persistence, loaded): (Option<Arc<dyn Persistence>>, usize) = match source {
         ConfigSource::Store(dir) => {
             let store_error = |e| OpenError::Store(dir.to_owned(), e);
@@ -120,7 +126,9 @@ pub async fn open_engine(
             let log = ConfigLog::open(cluster.clone(), Arc::clone(&engine))
                 .await
                 .map_err(OpenError::Cluster)?;
-            (Some(Arc::new(log)), engine.entity_count())
+            let log = Arc::new(log);
+            followed = Some(Arc::clone(&log));
+            (Some(log), engine.entity_count())
         }
         ConfigSource::Memory => (None, 0),
     };
@@ -128,6 +136,8 @@ pub async fn open_engine(
         engine,
         persistence,
         loaded,
+        #[cfg(feature = "cluster")]
+        log: followed,
     })
 }
 

@@ -129,6 +129,16 @@ impl Slots {
         })
     }
 
+    /// Connections holding a place now (their metrics' "slots in use").
+    pub fn in_use(&self) -> usize {
+        self.state.lock().open.len()
+    }
+
+    /// `max.connections`: the places there are.
+    pub fn max(&self) -> usize {
+        self.max_all
+    }
+
     /// A place for a connection from `peer`, making room if the server is full and a connection
     /// can give way; or which limit is reached. One address counts once, whether it arrives as
     /// IPv4 or IPv4-mapped IPv6.

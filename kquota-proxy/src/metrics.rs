@@ -1,5 +1,6 @@
 //! Prometheus metrics: who is throttled, by which quota, at what rate, and the proxy's own
-//! counters, as the OpenMetrics text at `GET /metrics`.
+//! counters, served at `GET /metrics` by the host layer's listener (`kquota_host::http`, with
+//! `/healthz` and `/readyz`), in OpenMetrics or the classic text format as the scraper asks.
 //!
 //! Every metering bucket of the [`Meter`] is one set of series, labelled with who shares it
 //! (`user`, `client_id`, `ip`: Kafka's quota tags, empty where not part of the bucket), its quota
@@ -15,33 +16,20 @@
 //! | `controller_mutation_rate` | `kquota_proxy_controller_mutation_tokens` (a token bucket, not a rate) |
 //!
 //! and the rest are kquota's own: `kquota_proxy_bucket_limit`, `kquota_proxy_bucket_throttles`,
-//! `kquota_proxy_bucket_throttle_time_ms`, `kquota_proxy_bucket_recorded`. At most `max_buckets`
+//! `kquota_proxy_bucket_throttle_time_seconds`, `kquota_proxy_bucket_recorded`. At most `max_buckets`
 //! buckets get series of their own (the most throttled, then the busiest, ties by name); the
 //! others are summed per quota key into series labelled `__other__`, so that a scrape's size is
 //! bounded whatever the clients call themselves. [`Stats`] are the proxy-wide counters.
 //! `docs/proxy.md` has the full list.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::fmt::{self, Write as _};
-use std::future::Future;
-use std::io;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use kquota::meter::{BucketOwner, BucketSnapshot, Meter};
 use kquota::{BpsView, Level, QuotaKey, QuotaType};
+use kquota_host::http::{with_host_families, ClusterState, Exporter};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabel, EncodeLabelSet, EncodeLabelValue, EncodeMetric,
@@ -51,16 +39,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Mutex as AsyncMutex, OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinSet;
-use tokio::time::{Instant, Sleep};
-use tracing::{debug, warn};
-
-/// The content type of a scrape: OpenMetrics 1.0, which Prometheus asks for and parses.
-pub(crate) const CONTENT_TYPE_OPENMETRICS: &str =
-    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+use tracing::warn;
 
 /// The longest label value exported, in bytes; longer ones are cut at a character boundary.
 /// User names and client-ids are the client's to choose, and each one is in every series of
@@ -270,13 +249,13 @@ impl Collector for StatsReading {
         )?;
         family(
             &mut encoder,
-            "kquota_proxy_throttle_time_ms",
-            "Milliseconds of throttle handed out, by the kind of quota.",
+            "kquota_proxy_throttle_time_seconds",
+            "Seconds of throttle handed out, by the kind of quota.",
             MetricType::Counter,
             kinds
                 .iter()
                 .zip(self.throttle_ms)
-                .map(|(l, v)| (l, ConstCounter::new(v))),
+                .map(|(l, v)| (l, ConstCounter::new(v as f64 / 1000.0))),
         )
     }
 }
@@ -608,12 +587,12 @@ impl Collector for Buckets {
         )?;
         family(
             &mut encoder,
-            "kquota_proxy_bucket_throttle_time_ms",
-            "Milliseconds of throttle handed to the bucket.",
+            "kquota_proxy_bucket_throttle_time_seconds",
+            "Seconds of throttle handed to the bucket.",
             MetricType::Counter,
             self.series
                 .iter()
-                .map(|(l, v)| (l, ConstCounter::new(v.throttle_ms))),
+                .map(|(l, v)| (l, ConstCounter::new(v.throttle_ms as f64 / 1000.0))),
         )?;
         family(
             &mut encoder,
@@ -658,334 +637,35 @@ pub(crate) fn render(meter: &Meter, stats: &Stats, max_buckets: usize) -> String
     text
 }
 
-/// What a scrape connection may cost.
-#[derive(Clone, Copy, Debug)]
-struct Limits {
-    /// Scrape connections open at once; more are closed as they are accepted.
-    max_connections: usize,
-    /// How long a request's head may take to arrive, and so how long a kept-alive connection
-    /// may sit idle (hyper starts the timer as it waits for each request).
-    header_read_timeout: Duration,
-    /// How long a write may wait for a peer that takes no bytes.
-    write_stall: Duration,
-    /// How long a connection is kept, however busy; it is then closed after its response.
-    max_lifetime: Duration,
-    /// How long, once told to close, a connection has to finish its response.
-    shutdown_grace: Duration,
-    /// The least time between two renders (a render also waits as long as the previous one
-    /// took): a peer asking without pause costs the meter at most half of one thread.
-    render_gap: Duration,
+/// What the proxy's metrics listener serves: its families and the host layer's, and whether it
+/// is ready (its listener bound and serving, the configuration log applied and the cluster
+/// reachable where it has one).
+pub(crate) struct ProxyExporter {
+    pub(crate) meter: Meter,
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) max_buckets: usize,
+    pub(crate) slots: Arc<kquota_host::Slots>,
+    pub(crate) budget: kquota_host::Budget,
+    pub(crate) cluster: ClusterState,
+    /// Set once the bootstrap listener's accept loop runs.
+    pub(crate) serving: Arc<AtomicBool>,
 }
 
-/// The limits [`serve`] applies.
-const LIMITS: Limits = Limits {
-    max_connections: 16,
-    header_read_timeout: Duration::from_secs(10),
-    write_stall: Duration::from_secs(10),
-    max_lifetime: Duration::from_secs(300),
-    shutdown_grace: Duration::from_secs(5),
-    render_gap: Duration::from_millis(100),
-};
+impl Exporter for ProxyExporter {
+    fn render(&self) -> String {
+        with_host_families(
+            render(&self.meter, &self.stats, self.max_buckets),
+            &self.slots,
+            &self.budget,
+            &self.cluster,
+        )
+    }
 
-/// Renders scrapes, one at a time.
-struct Exporter {
-    meter: Meter,
-    stats: Arc<Stats>,
-    max_buckets: usize,
-    render_gap: Duration,
-    /// When the next render may start; held while rendering, so renders never overlap.
-    next_render: AsyncMutex<Option<Instant>>,
-}
-
-impl Exporter {
-    /// The body of a scrape, or `None` if rendering failed.
-    async fn scrape(&self) -> Option<Bytes> {
-        let mut next = self.next_render.lock().await;
-        if let Some(at) = *next {
-            tokio::time::sleep_until(at).await;
+    fn ready(&self) -> Result<(), String> {
+        if !self.serving.load(Ordering::Acquire) {
+            return Err("the proxy's listeners are not serving yet".to_owned());
         }
-        let started = Instant::now();
-        let (meter, stats, max) = (
-            self.meter.clone(),
-            Arc::clone(&self.stats),
-            self.max_buckets,
-        );
-        // A snapshot takes every bucket's lock in turn: off the runtime's workers, which carry
-        // the proxy's connections.
-        let text = tokio::task::spawn_blocking(move || render(&meter, &stats, max)).await;
-        let took = started.elapsed();
-        *next = Some(Instant::now() + took.max(self.render_gap));
-        match text {
-            Ok(text) => Some(Bytes::from(text)),
-            Err(e) => {
-                warn!("metrics: rendering a scrape failed: {e}");
-                None
-            }
-        }
-    }
-
-    /// The answer to a request for `path` with `method`.
-    async fn respond(&self, method: &Method, path: &str) -> Response<Full<Bytes>> {
-        if path != "/metrics" {
-            return plain(StatusCode::NOT_FOUND, "only /metrics is served here\n");
-        }
-        if method != Method::GET && method != Method::HEAD {
-            let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "use GET or HEAD\n");
-            response
-                .headers_mut()
-                .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-            return response;
-        }
-        // HEAD renders too, so that its Content-Length is the GET's; hyper sends no body.
-        let Some(body) = self.scrape().await else {
-            return plain(StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n");
-        };
-        let mut response = Response::new(Full::new(body));
-        response.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static(CONTENT_TYPE_OPENMETRICS),
-        );
-        response
-    }
-}
-
-/// A short plain-text answer.
-fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
-}
-
-/// Serves `GET /metrics` on `listener` until `stopping` resolves; then accepts nothing more,
-/// lets each scrape in flight finish (for up to 5 s) and closes every connection.
-///
-/// At most 16 scrape connections are open at once (more are closed as they are accepted); a
-/// request's head must arrive within 10 s, which also closes connections kept alive but idle; a
-/// write that a peer takes no bytes of for 10 s closes its connection, as does a connection's
-/// fifth minute (after its response); request bodies are never read.
-pub(crate) async fn serve(
-    listener: TcpListener,
-    meter: Meter,
-    stats: Arc<Stats>,
-    max_buckets: usize,
-    stopping: impl Future<Output = ()> + Send + 'static,
-) {
-    serve_with(listener, meter, stats, max_buckets, LIMITS, stopping).await;
-}
-
-/// [`serve`] with explicit limits (tests shorten them).
-async fn serve_with(
-    listener: TcpListener,
-    meter: Meter,
-    stats: Arc<Stats>,
-    max_buckets: usize,
-    limits: Limits,
-    stopping: impl Future<Output = ()> + Send + 'static,
-) {
-    let exporter = Arc::new(Exporter {
-        meter,
-        stats,
-        max_buckets,
-        render_gap: limits.render_gap,
-        next_render: AsyncMutex::new(None),
-    });
-    let (stop, stopped) = watch::channel(false);
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
-    let mut connections = JoinSet::new();
-    tokio::pin!(stopping);
-    loop {
-        let accepted = tokio::select! {
-            () = &mut stopping => break,
-            accepted = listener.accept() => accepted,
-        };
-        // Reaped as connections end, so the set holds at most the open ones.
-        while connections.try_join_next().is_some() {}
-        match accepted {
-            Ok((stream, peer)) => {
-                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                    debug!(%peer, "metrics: closing a scrape connection: {} open already", limits.max_connections);
-                    continue;
-                };
-                connections.spawn(connection(
-                    stream,
-                    Arc::clone(&exporter),
-                    limits,
-                    stopped.clone(),
-                    slot,
-                ));
-            }
-            Err(e) => {
-                // Out of descriptors, most likely: wait rather than spin.
-                warn!("metrics: accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
-    drop(listener);
-    let _ = stop.send(true);
-    // Each connection ends within the grace once told; this bound only backs that up.
-    let drained = tokio::time::timeout(limits.shutdown_grace + Duration::from_secs(1), async {
-        while connections.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        connections.abort_all();
-    }
-}
-
-/// Serves one scrape connection until the peer leaves, a limit closes it, or the exporter stops.
-async fn connection(
-    stream: TcpStream,
-    exporter: Arc<Exporter>,
-    limits: Limits,
-    mut stopping: watch::Receiver<bool>,
-    _slot: OwnedSemaphorePermit,
-) {
-    let _ = stream.set_nodelay(true);
-    let io = TokioIo::new(Stalled::new(stream, limits.write_stall));
-    let service = service_fn(move |request: Request<Incoming>| {
-        let exporter = Arc::clone(&exporter);
-        // Only the method and path are kept: the body is never read.
-        let method = request.method().clone();
-        let path = request.uri().path().to_owned();
-        drop(request);
-        async move { Ok::<_, Infallible>(exporter.respond(&method, &path).await) }
-    });
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .keep_alive(true);
-    let conn = builder.serve_connection(io, service);
-    tokio::pin!(conn);
-    let lifetime = tokio::time::sleep(limits.max_lifetime);
-    tokio::pin!(lifetime);
-    let ended = tokio::select! {
-        ended = conn.as_mut() => Some(ended),
-        _ = stopping.wait_for(|s| *s) => None,
-        () = &mut lifetime => None,
-    };
-    let ended = match ended {
-        Some(ended) => ended,
-        None => {
-            // Finish the response being written, if any, then close.
-            conn.as_mut().graceful_shutdown();
-            match tokio::time::timeout(limits.shutdown_grace, conn.as_mut()).await {
-                Ok(ended) => ended,
-                Err(_) => {
-                    debug!("metrics: closing a scrape connection still busy after the grace");
-                    return;
-                }
-            }
-        }
-    };
-    if let Err(e) = ended {
-        debug!("metrics: scrape connection closed: {e}");
-    }
-}
-
-/// A stream whose writes fail once the peer has taken no bytes for a while: hyper waits on a
-/// write for as long as the peer lets it, and a peer that never reads would hold its connection
-/// (and its place among the 16) for good.
-struct Stalled<S> {
-    io: S,
-    limit: Duration,
-    /// Running while a write waits; reset by any progress.
-    since: Option<Pin<Box<Sleep>>>,
-}
-
-impl<S> Stalled<S> {
-    fn new(io: S, limit: Duration) -> Stalled<S> {
-        Stalled {
-            io,
-            limit,
-            since: None,
-        }
-    }
-
-    /// What a write that made no progress answers: wait, or fail once waiting took too long.
-    fn waiting<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
-        let limit = self.limit;
-        let timer = self
-            .since
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => {
-                self.since = None;
-                Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the peer took no bytes",
-                )))
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    /// Passes a write's outcome on, noting progress.
-    fn progress<T>(
-        &mut self,
-        cx: &mut Context<'_>,
-        poll: Poll<io::Result<T>>,
-    ) -> Poll<io::Result<T>> {
-        match poll {
-            Poll::Pending => self.waiting(cx),
-            ready => {
-                self.since = None;
-                ready
-            }
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Stalled<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Stalled<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        let poll = Pin::new(&mut this.io).poll_write(cx, buf);
-        this.progress(cx, poll)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        let poll = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-        this.progress(cx, poll)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        let poll = Pin::new(&mut this.io).poll_flush(cx);
-        this.progress(cx, poll)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        let poll = Pin::new(&mut this.io).poll_shutdown(cx);
-        this.progress(cx, poll)
+        self.cluster.ready()
     }
 }
 
@@ -994,7 +674,6 @@ mod tests {
     use super::*;
     use kquota::meter::{ManualClock, MeterConfig};
     use kquota::{Alteration, Engine, Entity, EntityName};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     fn named(name: &str) -> EntityName {
         EntityName::named(name).unwrap()
@@ -1152,9 +831,9 @@ mod tests {
         assert_eq!(
             value(
                 &s,
-                &format!("kquota_proxy_bucket_throttle_time_ms_total{who}")
+                &format!("kquota_proxy_bucket_throttle_time_seconds_total{who}")
             ),
-            produce.throttle_ms_total as f64
+            produce.throttle_ms_total as f64 / 1000.0
         );
         assert_eq!(
             value(&s, &format!("kquota_proxy_bucket_recorded_total{who}")),
@@ -1244,14 +923,17 @@ mod tests {
                 2.0,
             ),
             (
-                "kquota_proxy_throttle_time_ms_total{kind=\"produce\"}",
-                150.0,
+                "kquota_proxy_throttle_time_seconds_total{kind=\"produce\"}",
+                0.15,
             ),
             (
                 "kquota_proxy_throttled_responses_total{kind=\"fetch\"}",
                 0.0,
             ),
-            ("kquota_proxy_throttle_time_ms_total{kind=\"fetch\"}", 0.0),
+            (
+                "kquota_proxy_throttle_time_seconds_total{kind=\"fetch\"}",
+                0.0,
+            ),
             (
                 "kquota_proxy_throttled_responses_total{kind=\"request\"}",
                 0.0,
@@ -1261,8 +943,8 @@ mod tests {
                 1.0,
             ),
             (
-                "kquota_proxy_throttle_time_ms_total{kind=\"mutation\"}",
-                1_000.0,
+                "kquota_proxy_throttle_time_seconds_total{kind=\"mutation\"}",
+                1.0,
             ),
             ("kquota_proxy_buckets", 0.0),
             ("kquota_proxy_buckets_folded", 0.0),
@@ -1456,279 +1138,5 @@ mod tests {
         let four = "𝄞".repeat(100);
         assert_eq!(capped(&four).len(), 256);
         assert_eq!(capped(&format!("a{four}")).len(), 253);
-    }
-
-    /// One HTTP/1.1 answer: status, headers (names lowercased), body.
-    struct Answer {
-        status: u16,
-        headers: Vec<(String, String)>,
-        body: String,
-    }
-
-    impl Answer {
-        fn header(&self, name: &str) -> Option<&str> {
-            self.headers
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.as_str())
-        }
-    }
-
-    /// Reads one answer to a request for which `head` says whether a body follows.
-    async fn read_answer(stream: &mut TcpStream, head: bool) -> Answer {
-        let mut buf = Vec::new();
-        let end = loop {
-            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            let mut chunk = [0u8; 4096];
-            let n = stream.read(&mut chunk).await.unwrap();
-            assert!(n > 0, "closed before the answer's head");
-            buf.extend_from_slice(&chunk[..n]);
-        };
-        let text = String::from_utf8(buf[..end].to_vec()).unwrap();
-        let mut lines = text.split("\r\n");
-        let status = lines
-            .next()
-            .unwrap()
-            .split(' ')
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(n, v)| (n.to_ascii_lowercase(), v.trim().to_owned()))
-            .collect();
-        let mut answer = Answer {
-            status,
-            headers,
-            body: String::new(),
-        };
-        let length: usize = answer
-            .header("content-length")
-            .map_or(0, |l| l.parse().unwrap());
-        let mut body = buf[end..].to_vec();
-        if !head {
-            while body.len() < length {
-                let mut chunk = vec![0u8; 64 * 1024];
-                let n = stream.read(&mut chunk).await.unwrap();
-                assert!(n > 0, "closed before the answer's body");
-                body.extend_from_slice(&chunk[..n]);
-            }
-        }
-        answer.body = String::from_utf8(body).unwrap();
-        answer
-    }
-
-    async fn ask(addr: std::net::SocketAddr, method: &str, path: &str) -> Answer {
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        let request =
-            format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.unwrap();
-        read_answer(&mut stream, method == "HEAD").await
-    }
-
-    /// What the peer sends on `stream` before closing it, if it closes it within `within`.
-    async fn closed(stream: &mut TcpStream, within: Duration) -> Option<Vec<u8>> {
-        let mut rest = Vec::new();
-        // A reset counts as closed, as does the end of the stream.
-        let read = tokio::time::timeout(within, stream.read_to_end(&mut rest)).await;
-        read.is_ok().then_some(rest)
-    }
-
-    /// A throttled alice, a listener on loopback and the exporter serving it until the sender
-    /// is used or dropped.
-    async fn exporter(
-        limits: Limits,
-    ) -> (
-        std::net::SocketAddr,
-        tokio::sync::oneshot::Sender<()>,
-        tokio::task::JoinHandle<()>,
-    ) {
-        let (meter, clock) = meter(&[
-            Alteration::new(&Entity::User(named("alice"))).set("producer_byte_rate", 10_000.0)
-        ]);
-        produce_until_throttled(&meter, &clock, "alice", "app");
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
-        let stats = Arc::new(Stats::default());
-        let served = tokio::spawn(serve_with(listener, meter, stats, 100, limits, async {
-            let _ = stopping.await;
-        }));
-        (addr, stop, served)
-    }
-
-    #[tokio::test]
-    async fn scrapes_over_http() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (meter, clock) = meter(&[
-            Alteration::new(&Entity::User(named("alice"))).set("producer_byte_rate", 10_000.0)
-        ]);
-        produce_until_throttled(&meter, &clock, "alice", "app");
-        let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
-        // The public entry point, spawned as the proxy will spawn it.
-        let served = tokio::spawn(serve(
-            listener,
-            meter,
-            Arc::new(Stats::default()),
-            100,
-            async {
-                let _ = stopping.await;
-            },
-        ));
-
-        let answer = ask(addr, "GET", "/metrics").await;
-        assert_eq!(answer.status, 200);
-        assert_eq!(
-            answer.header("content-type"),
-            Some(CONTENT_TYPE_OPENMETRICS)
-        );
-        let s = samples(&answer.body);
-        let who = labels("alice", "", "", "producer_byte_rate", "user");
-        assert!(value(&s, &format!("kquota_proxy_bucket_throttles_total{who}")) >= 1.0);
-        assert!(s.contains_key(&format!("kafka_server_produce_byte_rate{who}")));
-
-        let head = ask(addr, "HEAD", "/metrics").await;
-        assert_eq!(head.status, 200);
-        assert_eq!(head.body, "");
-        let length: usize = head.header("content-length").unwrap().parse().unwrap();
-        assert!(length > 0);
-
-        let query = ask(addr, "GET", "/metrics?x=1").await;
-        assert_eq!(query.status, 200);
-
-        let missing = ask(addr, "GET", "/").await;
-        assert_eq!(missing.status, 404);
-        let missing = ask(addr, "GET", "/metrics/x").await;
-        assert_eq!(missing.status, 404);
-        let post = ask(addr, "POST", "/metrics").await;
-        assert_eq!(post.status, 405);
-        assert_eq!(post.header("allow"), Some("GET, HEAD"));
-
-        // Not HTTP at all: an error answer or a close, and the exporter carries on.
-        let mut junk = TcpStream::connect(addr).await.unwrap();
-        junk.write_all(b"\x00\x01\x02 nonsense\r\n\r\n")
-            .await
-            .unwrap();
-        let mut rest = Vec::new();
-        let _ = tokio::time::timeout(Duration::from_secs(5), junk.read_to_end(&mut rest)).await;
-        assert!(rest.is_empty() || rest.starts_with(b"HTTP/1.1 4"));
-        // A body, which is never read.
-        let mut body = TcpStream::connect(addr).await.unwrap();
-        body.write_all(
-            b"GET /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
-        )
-        .await
-        .unwrap();
-        assert_eq!(read_answer(&mut body, false).await.status, 200);
-        assert_eq!(ask(addr, "GET", "/metrics").await.status, 200);
-
-        // Two requests on one kept-alive connection, then the stop closes it at once.
-        let mut kept = TcpStream::connect(addr).await.unwrap();
-        for _ in 0..2 {
-            kept.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
-                .await
-                .unwrap();
-            assert_eq!(read_answer(&mut kept, false).await.status, 200);
-        }
-        stop.send(()).unwrap();
-        tokio::time::timeout(Duration::from_secs(2), served)
-            .await
-            .expect("the stop waits for no idle connection")
-            .unwrap();
-        assert_eq!(
-            closed(&mut kept, Duration::from_secs(1)).await,
-            Some(Vec::new())
-        );
-        assert!(TcpStream::connect(addr).await.is_err());
-    }
-
-    #[tokio::test]
-    async fn the_seventeenth_connection_is_refused() {
-        let (addr, _stop, _served) = exporter(LIMITS).await;
-        let mut open = Vec::new();
-        for _ in 0..16 {
-            open.push(TcpStream::connect(addr).await.unwrap());
-        }
-        // Accepted in order: by the time this one is, the 16 hold every place.
-        let mut extra = TcpStream::connect(addr).await.unwrap();
-        assert_eq!(
-            closed(&mut extra, Duration::from_secs(5)).await,
-            Some(Vec::new())
-        );
-
-        // The 16 are served.
-        let first = &mut open[0];
-        first
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        assert_eq!(read_answer(first, false).await.status, 200);
-
-        // Their places come back as they close.
-        drop(open);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let mut stream = TcpStream::connect(addr).await.unwrap();
-            stream
-                .write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-                .await
-                .unwrap();
-            let mut answer = Vec::new();
-            let _ = stream.read_to_end(&mut answer).await;
-            if answer.starts_with(b"HTTP/1.1 200") {
-                break;
-            }
-            assert!(Instant::now() < deadline, "no place came back");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    #[tokio::test]
-    async fn slow_and_idle_peers_are_closed() {
-        let limits = Limits {
-            header_read_timeout: Duration::from_millis(200),
-            ..LIMITS
-        };
-        let (addr, stop, served) = exporter(limits).await;
-        let mut idle = TcpStream::connect(addr).await.unwrap();
-        let mut slow = TcpStream::connect(addr).await.unwrap();
-        slow.write_all(b"GET /metr").await.unwrap();
-        let mut kept = TcpStream::connect(addr).await.unwrap();
-        kept.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
-            .await
-            .unwrap();
-        assert_eq!(read_answer(&mut kept, false).await.status, 200);
-        for stream in [&mut idle, &mut slow, &mut kept] {
-            assert!(closed(stream, Duration::from_secs(3)).await.is_some());
-        }
-        stop.send(()).unwrap();
-        tokio::time::timeout(Duration::from_secs(2), served)
-            .await
-            .unwrap()
-            .unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_peer_that_reads_nothing_is_cut_off() {
-        let (ours, mut theirs) = tokio::io::duplex(64);
-        let mut stalled = Stalled::new(ours, Duration::from_millis(100));
-        let started = Instant::now();
-        let error = stalled.write_all(&[0u8; 4096]).await.unwrap_err();
-        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
-        assert!(started.elapsed() < Duration::from_secs(2));
-        // Progress resets the wait: a reader taking bytes keeps the writer going.
-        let reader = tokio::spawn(async move {
-            let mut sink = Vec::new();
-            theirs.read_to_end(&mut sink).await.map(|_| sink.len())
-        });
-        let mut stalled = stalled;
-        stalled.write_all(&[1u8; 4096]).await.unwrap();
-        stalled.shutdown().await.unwrap();
-        drop(stalled);
-        assert!(reader.await.unwrap().unwrap() >= 4096);
     }
 }

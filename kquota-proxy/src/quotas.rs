@@ -8,6 +8,7 @@ use std::sync::Arc;
 use kquota::meter::{Meter, SystemClock};
 #[cfg(feature = "cluster")]
 use kquota_cluster::{ClusterError, Membership, UsageShare};
+use kquota_host::http::ClusterState;
 use kquota_host::{open_engine, ConfigSource, EngineSettings, OpenError, Opened};
 use parking_lot::Mutex;
 
@@ -27,11 +28,13 @@ pub(crate) struct Quotas {
     pub(crate) topics: Topics,
     /// With a cluster: this instance's membership and usage sharing, kept running.
     _cluster: Option<Joined>,
+    /// The configuration log and membership, for readiness and metrics.
+    pub(crate) cluster_state: ClusterState,
 }
 
 /// What keeps an instance in the cluster: its membership and its usage sharing.
 #[cfg(feature = "cluster")]
-type Joined = (Membership, UsageShare);
+type Joined = (Arc<Membership>, UsageShare);
 /// Without the `cluster` feature there is nothing to keep.
 #[cfg(not(feature = "cluster"))]
 type Joined = std::convert::Infallible;
@@ -58,15 +61,22 @@ impl Quotas {
             Some(dir) => ConfigSource::Store(dir),
             None => ConfigSource::Memory,
         };
-        let Opened {
-            engine,
-            persistence: store,
-            ..
-        } = open_engine(&settings, source).await.map_err(|e| match e {
+        let opened = open_engine(&settings, source).await.map_err(|e| match e {
             OpenError::Engine(e) => ProxyError::Engine(e.to_string()),
             OpenError::Store(dir, e) => ProxyError::Store(dir.display().to_string(), e.to_string()),
             other => ProxyError::Cluster(other.to_string()),
         })?;
+        #[allow(unused_mut)] // Without the cluster feature nothing more is filled in.
+        let mut cluster_state = ClusterState::default();
+        #[cfg(feature = "cluster")]
+        {
+            cluster_state.log = opened.log.clone();
+        }
+        let Opened {
+            engine,
+            persistence: store,
+            ..
+        } = opened;
         #[cfg(feature = "cluster")]
         let cluster_error = |e: ClusterError| ProxyError::Cluster(e.to_string());
         let meter = Meter::with_clock(
@@ -83,6 +93,8 @@ impl Quotas {
                 let usage = UsageShare::start(cluster, meter.clone(), &members)
                     .await
                     .map_err(cluster_error)?;
+                let members = Arc::new(members);
+                cluster_state.members = Some(Arc::clone(&members));
                 Some((members, usage))
             }
             None => None,
@@ -101,6 +113,7 @@ impl Quotas {
             admin,
             topics: Topics::default(),
             _cluster: cluster,
+            cluster_state,
         })
     }
 }
@@ -120,6 +133,7 @@ impl Quotas {
             admin: Admin::new(engine, None, super_users, false, false),
             topics: Topics::default(),
             _cluster: None,
+            cluster_state: ClusterState::default(),
         }
     }
 }

@@ -16,7 +16,7 @@ use tracing::{info, warn};
 use crate::config::{HostPort, ProxyConfig};
 use crate::connection;
 use crate::error::ProxyError;
-use crate::metrics::{self, Stats};
+use crate::metrics::{ProxyExporter, Stats};
 use crate::quotas::Quotas;
 use crate::shared::{NewListener, Shared, Target, TaskGuard, Tasks};
 
@@ -220,13 +220,22 @@ impl Proxy {
                 tokio::spawn(accept_loop(tcp, target, Arc::clone(&accepting), guard));
             }
         });
+        // Ready (for /readyz) once the bootstrap listener's accept loop is spawned.
+        let serving = Arc::new(std::sync::atomic::AtomicBool::new(false));
         if let Some(listener) = metrics {
             let stopping = Arc::clone(&shared);
-            tokio::spawn(metrics::serve(
+            let exporter = ProxyExporter {
+                meter: shared.quotas.meter.clone(),
+                stats: Arc::clone(&shared.stats),
+                max_buckets: shared.config.metrics_max_buckets,
+                slots: Arc::clone(&shared.slots),
+                budget: shared.budget.clone(),
+                cluster: shared.quotas.cluster_state.clone(),
+                serving: Arc::clone(&serving),
+            };
+            tokio::spawn(kquota_host::http::serve_metrics(
                 listener,
-                shared.quotas.meter.clone(),
-                Arc::clone(&shared.stats),
-                shared.config.metrics_max_buckets,
+                Arc::new(exporter),
                 async move { stopping.stopping().await },
             ));
         }
@@ -237,6 +246,7 @@ impl Proxy {
             Arc::clone(&shared),
             guard,
         ));
+        serving.store(true, Ordering::Release);
         shutdown.await;
         info!("shutting down: no new connections or requests; delivering answers in flight");
         stop.stop();

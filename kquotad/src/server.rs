@@ -157,6 +157,7 @@ impl Server {
             engine,
             persistence,
             loaded,
+            ..
         } = opened;
         let store = persistence.expect("a store or a configuration log");
         let authorizer = Authorizer::new(config.super_users.iter().cloned())

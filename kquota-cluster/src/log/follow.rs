@@ -79,6 +79,11 @@ fn claim_delay(instance_id: &str) -> Duration {
     Duration::from_millis(h % CLAIM_SPREAD_MS)
 }
 
+/// How often a follower behind the log's end asks Kafka where it ends (for the lag it reports).
+const END_EVERY: Duration = Duration::from_secs(10);
+/// How long that question may hold the follower up.
+const END_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// The follower thread: checks the topic, replays the log, says so through `ready`, then follows
 /// until stopped or until a record cannot be applied.
 pub(super) fn follow(
@@ -109,6 +114,8 @@ pub(super) fn follow(
     let delay = claim_delay(&shared.instance_id);
     let mut due_since: Option<Instant> = None;
     let started = Instant::now();
+    shared.state.lock().end_offset = end;
+    let mut asked_end = Instant::now();
     loop {
         if shared.stop.load(Ordering::Relaxed) {
             return;
@@ -191,6 +198,17 @@ pub(super) fn follow(
             }
             Err(e) => consumer_error(e, &mut repeats).map_err(|p| (replica.next_offset(), p)),
         };
+        // The log's end, for the lag `ConfigLog::progress` reports: where the partition ended
+        // when the follower reached it, else asked of Kafka at most every END_EVERY while behind.
+        if eof {
+            let mut state = shared.state.lock();
+            state.end_offset = state.next_offset;
+        } else if asked_end.elapsed() >= END_EVERY {
+            asked_end = Instant::now();
+            if let Ok((_, high)) = consumer.fetch_watermarks(topic, 0, END_TIMEOUT) {
+                shared.state.lock().end_offset = high;
+            }
+        }
         if let Err((offset, problem)) = outcome {
             fail(shared, topic, offset, problem.clone());
             if let Some(tx) = ready.take() {

@@ -138,6 +138,8 @@ struct Follow {
     records_read: u64,
     /// The claim offset of the latest complete snapshot read.
     snapshot: Option<i64>,
+    /// The log's end (its high watermark) as the consumer last heard it from Kafka; 0 until then.
+    end_offset: i64,
     /// Why this instance stopped applying the log, once it has.
     failure: Option<LogFailure>,
     /// This process's commits still waiting, by sequence number.
@@ -344,6 +346,7 @@ impl ConfigLog {
             applied_offset: state.next_offset,
             records_read: state.records_read,
             snapshot: state.snapshot,
+            end_offset: state.end_offset.max(state.next_offset),
         }
     }
 
@@ -366,6 +369,17 @@ pub struct LogProgress {
     /// The claim offset of the latest complete snapshot read, if any: the configuration as of
     /// that offset came from it, or was checked against it.
     pub snapshot: Option<i64>,
+    /// The log's end as Kafka last told this instance's consumer (never below
+    /// `applied_offset`): `end_offset - applied_offset` is how many records this instance has
+    /// yet to read, the lag a monitor watches.
+    pub end_offset: i64,
+}
+
+impl LogProgress {
+    /// Records in the log this instance has not read yet (as of the end Kafka last reported).
+    pub fn lag(&self) -> i64 {
+        self.end_offset.saturating_sub(self.applied_offset).max(0)
+    }
 }
 
 impl Drop for ConfigLog {
