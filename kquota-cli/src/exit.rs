@@ -4,8 +4,12 @@ use std::io::{ErrorKind, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::client::parse_bootstrap;
+use kquota::{ApiError, Entity, ErrorCode};
+
+use crate::client::{error_name, parse_bootstrap};
 use crate::config::ClientConfig;
+use crate::quote::message_text;
+use crate::show::entity_text;
 
 /// Why a tool failed.
 #[derive(Debug)]
@@ -43,6 +47,36 @@ pub fn bootstrap_servers(flag: Option<&str>, config: &ClientConfig) -> Result<St
         Ok(_) => Ok(list.to_owned()),
         Err(e) => usage(format!("{source}: {e}")),
     }
+}
+
+/// One entity a server refused, as both tools print it: `ENTITY: KAFKA_ERROR_NAME: message`.
+///
+/// A host name refused for an ip entity gets the real reason after the server's words, which are
+/// Kafka's ("… is not a valid IP or resolvable host.") and so wrong about a name that resolves:
+/// kquotad keeps ip quotas for IP literals only (docs/semantics.md, D7 "ip names"), where Apache
+/// Kafka resolves host names.
+pub fn refusal(entity: &Entity, error: &ApiError) -> String {
+    let parts: Vec<(String, Option<String>)> = entity
+        .components()
+        .map(|(ty, name)| (ty.as_str().to_owned(), name.as_option().map(str::to_owned)))
+        .collect();
+    let mut line = format!(
+        "{}: {}: {}",
+        entity_text(&parts),
+        error_name(error.code),
+        message_text(&error.message)
+    );
+    let host_name = entity
+        .ip()
+        .and_then(|name| name.as_option())
+        .filter(|name| name.parse::<std::net::IpAddr>().is_err());
+    if let (Some(name), ErrorCode::INVALID_REQUEST) = (host_name, error.code) {
+        line.push_str(&format!(
+            " (this server names ip entities by IP address only, such as 127.0.0.1 or ::1, and \
+             '{name}' is a host name: docs/semantics.md, D7 \"ip names\")"
+        ));
+    }
+    line
 }
 
 /// A usage failure, as a `Result`.

@@ -54,6 +54,6 @@ pub use crate::show::{
 };
 // How every kquota command ends: exit statuses, usage errors, output.
 pub use crate::exit::{
-    bootstrap_servers, exit_status, load_command_config, usage, write_out, Failure,
+    bootstrap_servers, exit_status, load_command_config, refusal, usage, write_out, Failure,
 };
 pub use kquota_host::exit::clap_failure;

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
 use kquota::{Alteration, ComponentMatch, Entity, EntityName, EntityType, QuotaKey};
 use kquota_cli::{
-    bootstrap_servers, clap_failure, entity_text, entries_json_in_order, error_name, exit_status,
-    ip_or_resolvable_host, load_command_config, usage, write_out, AdminClient, Failure, QuotaEntry,
-    ShownKey,
+    bootstrap_servers, clap_failure, entity_text, entries_json_in_order, exit_status,
+    ip_or_resolvable_host, load_command_config, refusal, usage, write_out, AdminClient, Failure,
+    QuotaEntry, ShownKey,
 };
 
 const EXAMPLES: &str = "\
@@ -107,9 +107,9 @@ struct Args {
     /// Comma-separated keys to remove, e.g. 'producer_byte_rate,consumer_byte_rate'; each must be set
     #[arg(long, value_name = "K,...")]
     delete_config: Vec<String>,
-    /// (--describe) Output format: Kafka's text, or one JSON document (docs/cli.md)
-    #[arg(long, value_enum, default_value = "text")]
-    output: Output,
+    /// (--describe) Output format: Kafka's text, or one JSON document (docs/cli.md) [default: text]
+    #[arg(long, value_enum)]
+    output: Option<Output>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -218,7 +218,8 @@ fn run(args: &Args, types: &[String], names: &[String], short: bool) -> Result<(
     {
         return usage("--add-config, --add-config-file and --delete-config apply only to --alter; drop them or use --alter instead");
     }
-    if alter && args.output != Output::Text {
+    // Kafka's tool has no --output: with --alter, even `text` is refused, as kafka-quotas does.
+    if alter && args.output.is_some() {
         return usage(
             "--output applies only to --describe; drop --output or use --describe instead",
         );
@@ -252,7 +253,7 @@ fn run(args: &Args, types: &[String], names: &[String], short: bool) -> Result<(
     if alter {
         alter_entity(&mut admin, &types[0], &spec, &ops)
     } else {
-        describe(&mut admin, &spec, args.output)
+        describe(&mut admin, &spec, args.output.unwrap_or(Output::Text))
     }
 }
 
@@ -599,12 +600,7 @@ fn alter_entity(
         .alter_client_quotas(&[alteration], false)
         .map_err(|e| Failure::Server(e.to_string()))?;
     if let Some(e) = results.iter().find_map(|r| r.error.as_ref()) {
-        return Err(Failure::Server(format!(
-            "{}: {}: {}",
-            wire_text(&entity),
-            error_name(e.code),
-            kquota_cli::message_text(&e.message)
-        )));
+        return Err(Failure::Server(refusal(&entity, e)));
     }
     // Kafka names the first --entity-type and its name.
     let singular = first_type.strip_suffix('s').unwrap_or(first_type);

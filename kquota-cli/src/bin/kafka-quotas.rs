@@ -4,7 +4,7 @@
 // Help text is written for the terminal: `name[:unit]` is an optional part, not a doc link.
 #![allow(rustdoc::broken_intra_doc_links)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
@@ -13,12 +13,11 @@ use kquota::{
     QuotaType,
 };
 use kquota_cli::{
-    bootstrap_servers, clap_failure, describe_quotas_json, describe_text, entity_text, error_name,
-    exit_status, ip_or_resolvable_host, list_json, list_text, load_command_config, matches,
-    resolve, sort_entries, usage, write_out, AdminClient, Candidate, ClientConfig, Condition,
-    Failure,
+    bootstrap_servers, clap_failure, describe_quotas_json, describe_text, entity_text, exit_status,
+    ip_or_resolvable_host, list_json, list_text, load_command_config, matches, refusal, resolve,
+    sort_entries, usage, write_out, AdminClient, Candidate, ClientConfig, Condition, Failure,
 };
-use serde_json::json;
+use serde_json::{json, Value};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -42,6 +41,10 @@ Examples:
     kafka-quotas --bootstrap-server localhost:9092 --alter --names=client-id=my-client \\
       --defaults=user --add=producer_byte_rate:shares=100 --delete=producer_byte_rate:broker_bps
 
+  Copy every quota of one server into another (--file takes what --list --output json prints):
+    kafka-quotas --bootstrap-server old:9092 --list --output json > quotas.json
+    kafka-quotas --bootstrap-server new:9092 --alter --file quotas.json
+
 --describe takes a user and/or a client-id (or an ip) from --names or --defaults. A default, or a
 type left out, means a name with no entry of its own: only the defaults apply for it. The
 entities that can apply (one per precedence level) are fetched with DescribeClientQuotas and
@@ -56,8 +59,10 @@ Quota keys (name[:unit]; the first unit is the native one, which may be left out
 Output:
   --list prints each entity, then one `type unit value` line per entry, a blank line between
   entities. --describe prints `type unit value entity` columns, an overridden entry after the
-  entry that overrides it, marked ` * `. --alter prints nothing on success. --output json prints
-  the documented JSON form instead (docs/cli.md).
+  entry that overrides it, marked ` * `. --output json prints the documented JSON form instead
+  (docs/cli.md). A list or describe that matched nothing prints nothing on stdout (an empty
+  document with --output json) and says so on stderr. --alter prints nothing on success, and
+  takes no --output.
   Whatever the server stores is shown: a name that could be misread (empty, `<default>` spelled
   out, commas, quotes, white space at an end, characters that do not show) is quoted,
   \"<default>\"; a key this tool does not know prints as sent, `key value`, in place of
@@ -94,7 +99,8 @@ struct Args {
     /// from
     #[arg(long, help_heading = "Operations (give exactly one)")]
     describe: bool,
-    /// Add, update or remove entries of one entity
+    /// Add, update or remove entries of one entity (or, with --file, set every entry a document
+    /// lists)
     #[arg(long, help_heading = "Operations (give exactly one)")]
     alter: bool,
     /// Comma-separated type=name pairs, e.g. user=some-user,client-id=some-client (types: user,
@@ -128,9 +134,13 @@ struct Args {
     /// (--alter) Validate the alteration on the server without applying it
     #[arg(long, help_heading = "Alter")]
     validate_only: bool,
-    /// Output format
-    #[arg(long, value_enum, default_value = "text")]
-    output: Output,
+    /// (--alter) Set every entry of every entity in FILE, a document as --list --output json
+    /// prints it (- for standard input), instead of --names/--defaults with --add/--delete
+    #[arg(long, value_name = "FILE", help_heading = "Alter")]
+    file: Option<PathBuf>,
+    /// (--list, --describe) Output format [default: text]
+    #[arg(long, value_enum)]
+    output: Option<Output>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -176,21 +186,30 @@ fn run(args: Args) -> Result<(), Failure> {
     let op = operation(&args)?;
     let spec = entity_spec(&args)?;
     let components = &spec.typed;
+    let output = args.output.unwrap_or(Output::Text);
+    // A document is read and checked whole before anything is sent.
+    let document = match &args.file {
+        Some(path) => Some(read_document(path)?),
+        None => None,
+    };
     let config = load_command_config(args.command_config.as_deref())?;
     let bootstrap = bootstrap_servers(args.bootstrap_server.as_deref(), &config)?;
     match op {
-        Operation::List => list(&bootstrap, &config, &spec, args.output),
+        Operation::List => list(&bootstrap, &config, &spec, output),
         Operation::Describe => describe(
             &bootstrap,
             &config,
             components,
             args.include_overrides,
-            args.output,
+            output,
         ),
-        Operation::Alter => {
-            let ops = alter_ops(&args.add, &args.delete)?;
-            alter(&bootstrap, &config, components, &ops, args.validate_only)
-        }
+        Operation::Alter => match document {
+            Some(alterations) => alter_all(&bootstrap, &config, &alterations, args.validate_only),
+            None => {
+                let ops = alter_ops(&args.add, &args.delete)?;
+                alter(&bootstrap, &config, components, &ops, args.validate_only)
+            }
+        },
     }
 }
 
@@ -225,6 +244,7 @@ fn operation(args: &Args) -> Result<Operation, Failure> {
         (!args.add.is_empty(), "--add", Operation::Alter),
         (!args.delete.is_empty(), "--delete", Operation::Alter),
         (args.validate_only, "--validate-only", Operation::Alter),
+        (args.file.is_some(), "--file", Operation::Alter),
     ];
     for (given, flag, belongs) in misplaced {
         if given && belongs != op {
@@ -238,6 +258,23 @@ fn operation(args: &Args) -> Result<Operation, Failure> {
             ));
         }
     }
+    // As kafka-configs: an alteration prints nothing, so a format for it is a mistake.
+    if op == Operation::Alter && args.output.is_some() {
+        return usage("--output applies only to --list and --describe; drop --output or use --list or --describe instead");
+    }
+    if args.file.is_some() {
+        let with = [
+            (!args.names.is_empty(), "--names"),
+            (!args.defaults.is_empty(), "--defaults"),
+            (!args.add.is_empty(), "--add"),
+            (!args.delete.is_empty(), "--delete"),
+        ];
+        if let Some((_, flag)) = with.iter().find(|(given, _)| *given) {
+            return usage(format!(
+                "--file names its entities and entries itself; drop {flag} or drop --file"
+            ));
+        }
+    }
     Ok(op)
 }
 
@@ -247,9 +284,13 @@ fn split_list(values: &[String]) -> impl Iterator<Item = &str> {
 
 fn entity_type(ty: &str, flag: &str) -> Result<EntityType, Failure> {
     ty.parse::<EntityType>().or_else(|_| {
-        usage(format!(
-            "unknown entity type '{ty}' in {flag}; use user, client-id or ip"
-        ))
+        usage(match flag {
+            // Both also take the seed's untyped form.
+            "--prefix" | "--match" => format!(
+                "unknown entity type '{ty}' in {flag}; use user, client-id or ip (TYPE=PREFIX), or prefix=NAME for a name of any type"
+            ),
+            _ => format!("unknown entity type '{ty}' in {flag}; use user, client-id or ip"),
+        })
     })
 }
 
@@ -384,7 +425,17 @@ fn list(
         Output::Text => list_text(&entries),
         Output::Json => format!("{}\n", list_json(&entries)),
     };
-    write_out(&text, "")
+    write_out(&text, "")?;
+    if entries.is_empty() {
+        nothing_matched("no configured entity matches");
+    }
+    Ok(())
+}
+
+/// An empty answer is not an error (a script may ask whether anything is set), but a person
+/// reading an empty screen should know that the server was asked and found nothing.
+fn nothing_matched(what: &str) {
+    eprintln!("note: {what}; nothing to show");
 }
 
 fn describe(
@@ -439,7 +490,13 @@ fn describe(
             })
         ),
     };
-    write_out(&text, "")
+    write_out(&text, "")?;
+    if described.is_empty() {
+        nothing_matched(
+            "no quota applies: no entity of this connection's precedence levels has an entry",
+        );
+    }
+    Ok(())
 }
 
 /// The configured entries of each candidate entity: one strict query with EXACT or DEFAULT
@@ -503,7 +560,11 @@ fn describe_ip(
             json!({"version": 1, "ip": ip, "quotas": describe_quotas_json(&described)})
         ),
     };
-    write_out(&text, "")
+    write_out(&text, "")?;
+    if described.is_empty() {
+        nothing_matched("no quota applies: neither this ip nor the default ip has an entry");
+    }
+    Ok(())
 }
 
 /// --add and --delete as `(key, value)` ops, `None` to remove.
@@ -620,15 +681,148 @@ fn alter(
     let errors: Vec<String> = results
         .iter()
         .filter_map(|r| r.error.as_ref())
-        .map(|e| {
-            format!(
-                "{}: {}: {}",
-                wire_text(&entity),
-                error_name(e.code),
-                kquota_cli::message_text(&e.message)
-            )
-        })
+        .map(|e| refusal(&entity, e))
         .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Server(errors.join("\nerror: ")))
+    }
+}
+
+/// The entities one AlterClientQuotas request carries from a document: a store of any size goes
+/// in requests a server's frame limit takes.
+const FILE_BATCH: usize = 1000;
+
+/// Reads `--file`: a `--list --output json` document (version 1), each entity with its entries,
+/// as the alterations that set them. Anything this tool could not send as it is written is a
+/// usage error naming the entity, before anything is sent.
+fn read_document(path: &Path) -> Result<Vec<(Entity, Alteration)>, Failure> {
+    let shown = path.display();
+    let text = if path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(path)
+    }
+    .or_else(|e| usage(format!("--file {shown}: {e}")))?;
+    let document: Value = serde_json::from_str(&text)
+        .or_else(|e| usage(format!("--file {shown}: not a JSON document: {e}")))?;
+    if document.get("version") != Some(&json!(1)) {
+        return usage(format!(
+            "--file {shown}: not a --list --output json document (version 1, entities); write one with kafka-quotas --list --output json"
+        ));
+    }
+    let Some(entities) = document.get("entities").and_then(Value::as_array) else {
+        return usage(format!("--file {shown}: no \"entities\" list"));
+    };
+    let mut out: Vec<(Entity, Alteration)> = Vec::with_capacity(entities.len());
+    let mut seen = std::collections::HashSet::new();
+    for (i, item) in entities.iter().enumerate() {
+        let at = |problem: String| usage(format!("--file {shown}: entity {}: {problem}", i + 1));
+        let entity = match document_entity(item) {
+            Ok(entity) => entity,
+            Err(problem) => return at(problem),
+        };
+        if !seen.insert(entity.clone()) {
+            return at(format!("{} is listed twice", wire_text(&entity)));
+        }
+        let quotas = item.get("quotas").and_then(Value::as_array);
+        let mut alteration = Alteration::new(&entity);
+        for quota in quotas.into_iter().flatten() {
+            match document_quota(&entity, quota) {
+                Ok((key, value)) => alteration = alteration.set(key, value),
+                Err(problem) => return at(format!("{}: {problem}", wire_text(&entity))),
+            }
+        }
+        // An entity listed without entries has nothing to set.
+        if !alteration.ops.is_empty() {
+            out.push((entity, alteration));
+        }
+    }
+    Ok(out)
+}
+
+/// One document entity: `{"user": "alice", "client-id": null}`.
+fn document_entity(item: &Value) -> Result<Entity, String> {
+    if item.get("components").is_some() {
+        return Err("names one entity type twice, which no server stores on request".to_owned());
+    }
+    let Some(object) = item.get("entity").and_then(Value::as_object) else {
+        return Err("no \"entity\" object".to_owned());
+    };
+    let mut parts = Vec::new();
+    for (ty, name) in object {
+        let Ok(ty) = ty.parse::<EntityType>() else {
+            return Err(format!(
+                "unknown entity type '{ty}'; this tool alters user, client-id and ip"
+            ));
+        };
+        let name = match name {
+            Value::Null => EntityName::Default,
+            Value::String(n) => EntityName::named(n)
+                .map_err(|_| format!("an empty {ty} name; null is the default"))?,
+            _ => {
+                return Err(format!(
+                    "the {ty} name must be a string, or null for the default"
+                ))
+            }
+        };
+        parts.push((ty, name));
+    }
+    Entity::from_parts(&parts)
+        .ok_or_else(|| "an entity is user and/or client-id, or ip alone".to_owned())
+}
+
+/// One document quota: `{"type": "producer_byte_rate", "unit": "bps", "value": 1000}`.
+fn document_quota(entity: &Entity, quota: &Value) -> Result<(QuotaKey, f64), String> {
+    if let Some(key) = quota.get("key").and_then(Value::as_str) {
+        return Err(format!("'{key}' is a key this tool does not know"));
+    }
+    let text = match (
+        quota.get("type").and_then(Value::as_str),
+        quota.get("unit").and_then(Value::as_str),
+    ) {
+        (Some(ty), Some(unit)) => format!("{ty}:{unit}"),
+        (Some(ty), None) => ty.to_owned(),
+        _ => return Err("a quota without a \"type\"".to_owned()),
+    };
+    let key = text
+        .parse::<QuotaKey>()
+        .map_err(|_| format!("'{text}' is not a quota key"))?;
+    if key.is_ip_key() != entity.is_ip() {
+        return Err(format!("{key} does not apply to this entity"));
+    }
+    match quota.get("value").and_then(Value::as_f64) {
+        Some(value) if value.is_finite() => Ok((key, value)),
+        _ => Err(format!("{key}: the value must be a finite number")),
+    }
+}
+
+/// Sends the document's alterations, [`FILE_BATCH`] entities a request. Each entity is applied or
+/// refused on its own, as in any AlterClientQuotas; every refusal is one line.
+fn alter_all(
+    bootstrap: &str,
+    config: &ClientConfig,
+    alterations: &[(Entity, Alteration)],
+    validate_only: bool,
+) -> Result<(), Failure> {
+    let mut admin = connect(bootstrap, config)?;
+    let mut errors = Vec::new();
+    for chunk in alterations.chunks(FILE_BATCH) {
+        let batch: Vec<Alteration> = chunk.iter().map(|(_, a)| a.clone()).collect();
+        let results = admin
+            .alter_client_quotas(&batch, validate_only)
+            .map_err(server_failure)?;
+        // Kafka answers the entries in the order they were sent.
+        for ((entity, _), result) in chunk.iter().zip(&results) {
+            if let Some(e) = &result.error {
+                errors.push(refusal(entity, e));
+            }
+        }
+    }
+    if alterations.is_empty() {
+        eprintln!("note: the document lists no entries; nothing was sent");
+    }
     if errors.is_empty() {
         Ok(())
     } else {

@@ -39,6 +39,67 @@ fn server_errors_name_the_entity_and_kafkas_error_and_exit_1() {
     );
     assert_eq!(r.stderr.lines().count(), 1);
 
+    // A host name for an ip: the server's words are Kafka's, so the tool gives the real reason.
+    let reason =
+        "(this server names ip entities by IP address only, such as 127.0.0.1 or ::1, and \
+                  'localhost' is a host name: docs/semantics.md, D7 \"ip names\")";
+    let r = kafka_configs(
+        &server,
+        &[
+            "--alter",
+            "--ip",
+            "localhost",
+            "--add-config",
+            "connection_creation_rate=5",
+        ],
+    );
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr),
+        (
+            1,
+            "",
+            format!("error: {{ip=localhost}}: INVALID_REQUEST: localhost is not a valid IP or resolvable host. {reason}\n")
+        )
+    );
+    let r = kafka_quotas(
+        &server,
+        &[
+            "--alter",
+            "--names=ip=localhost",
+            "--add=connection_creation_rate=5",
+        ],
+    );
+    assert_eq!(
+        (r.code, r.stderr),
+        (
+            1,
+            format!("error: {{ip=localhost}}: INVALID_REQUEST: localhost is not a valid IP or resolvable host. {reason}\n")
+        )
+    );
+    // An address is taken, and any other refusal of an ip is left as the server words it.
+    ok(kafka_configs(
+        &server,
+        &[
+            "--alter",
+            "--ip",
+            "127.0.0.1",
+            "--add-config",
+            "connection_creation_rate=5",
+        ],
+    ));
+    let r = kafka_configs(
+        &server,
+        &[
+            "--alter",
+            "--ip",
+            "127.0.0.1",
+            "--add-config",
+            "connection_creation_rate=0.5",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(!r.stderr.contains("D7"), "{r:?}");
+
     let nobody: SocketAddr = "127.0.0.1:1".parse().unwrap();
     let r = run(
         env!("CARGO_BIN_EXE_kafka-quotas"),

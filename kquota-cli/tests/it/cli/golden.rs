@@ -202,7 +202,8 @@ fn validate_only_changes_nothing() {
             "--validate-only",
         ],
     ));
-    assert_eq!(ok(kafka_quotas(&server, &["--list"])), "");
+    let r = kafka_quotas(&server, &["--list"]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""), "{r:?}");
 }
 
 #[test]
@@ -249,12 +250,17 @@ fn the_seeds_match_prefix_form_lists_entities_with_a_name_that_begins_so() {
          consumer_byte_rate shares 200\n\
          producer_byte_rate bps 10000000\n"
     );
+    let r = kafka_quotas(
+        &server,
+        &["--list", "--match=prefix=user", "--defaults=user"],
+    );
     assert_eq!(
-        ok(kafka_quotas(
-            &server,
-            &["--list", "--match=prefix=user", "--defaults=user"]
-        )),
-        ""
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            0,
+            "",
+            "note: no configured entity matches; nothing to show\n"
+        )
     );
     let json: Value = serde_json::from_str(&ok(kafka_quotas(
         &server,

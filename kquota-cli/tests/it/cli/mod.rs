@@ -10,9 +10,11 @@ use kquota_testkit::{temp_dir, Kquotad};
 
 mod command_config;
 mod errors;
+mod file;
 mod golden;
 mod json;
 mod kafka_configs;
+mod nothing_matched;
 mod read_anything;
 mod usage;
 

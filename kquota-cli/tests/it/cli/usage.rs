@@ -121,6 +121,23 @@ fn usage_errors_say_what_to_write_and_exit_2() {
             "error: producer_byte_rate does not apply to ip entities; ip entities take connection_creation_rate",
         ),
         (
+            &["--list", "--match=users=a"],
+            "error: unknown entity type 'users' in --match; use user, client-id or ip (TYPE=PREFIX), or prefix=NAME for a name of any type",
+        ),
+        (
+            &["--list", "--prefix=group=a"],
+            "error: unknown entity type 'group' in --prefix; use user, client-id or ip (TYPE=PREFIX), or prefix=NAME for a name of any type",
+        ),
+        // As kafka-configs: --alter prints nothing, so any --output with it is a mistake.
+        (
+            &["--alter", "--names=user=a", "--add=producer_byte_rate=1", "--output", "json"],
+            "error: --output applies only to --list and --describe; drop --output or use --list or --describe instead",
+        ),
+        (
+            &["--alter", "--names=user=a", "--add=producer_byte_rate=1", "--output=text"],
+            "error: --output applies only to --list and --describe; drop --output or use --list or --describe instead",
+        ),
+        (
             &["--list", "--output=yaml"],
             "error: invalid value 'yaml' for '--output <OUTPUT>'; [possible values: text, json] (see --help)",
         ),
@@ -317,11 +334,11 @@ fn messages_name_the_flag_typed_and_the_seeds_spellings_are_answered() {
         ),
         (
             &["--list", "--match=group=g"],
-            "error: unknown entity type 'group' in --match; use user, client-id or ip",
+            "error: unknown entity type 'group' in --match; use user, client-id or ip (TYPE=PREFIX), or prefix=NAME for a name of any type",
         ),
         (
             &["--list", "--prefix=group=g"],
-            "error: unknown entity type 'group' in --prefix; use user, client-id or ip",
+            "error: unknown entity type 'group' in --prefix; use user, client-id or ip (TYPE=PREFIX), or prefix=NAME for a name of any type",
         ),
         (
             &["--list", "--names=user=a", "--match=user=b"],
@@ -362,6 +379,10 @@ fn messages_name_the_flag_typed_and_the_seeds_spellings_are_answered() {
         ),
         (
             &["--alter", "--user", "u", "--add-config", "producer_byte_rate=1", "--output", "json"],
+            "error: --output applies only to --describe; drop --output or use --describe instead",
+        ),
+        (
+            &["--alter", "--user", "u", "--add-config", "producer_byte_rate=1", "--output", "text"],
             "error: --output applies only to --describe; drop --output or use --describe instead",
         ),
     ];
