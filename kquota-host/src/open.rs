@@ -10,7 +10,7 @@ use std::sync::Arc;
 use kquota::{Engine, EngineBuildError, Persistence, SubQuotaPolicy};
 #[cfg(feature = "cluster")]
 use kquota_cluster::{ClusterConfig, ClusterError, ConfigLog};
-use kquota_store::{Store, StoreError};
+use kquota_store::{Store, StoreError, DB_FILE};
 
 /// The engine's settings, as both servers name them.
 #[derive(Clone, Copy, Debug)]
@@ -34,6 +34,12 @@ pub enum ConfigSource<'a> {
     /// The cluster's configuration log, shared with the other instances.
     #[cfg(feature = "cluster")]
     Log(&'a ClusterConfig),
+    /// The cluster's configuration log, with the directory where the server keeps its store
+    /// without one: quotas left there are not served, and a warning at start says so (an
+    /// operator who adds `--cluster-bootstrap` to a running setup would otherwise lose them
+    /// without a word).
+    #[cfg(feature = "cluster")]
+    LogBeside(&'a ClusterConfig, &'a Path),
     /// Nowhere: alterations are lost when the server stops.
     Memory,
 }
@@ -112,6 +118,10 @@ pub async fn open_engine(
     }
     let engine = Arc::new(builder.build().map_err(OpenError::Engine)?);
     #[cfg(feature = "cluster")]
+    if let ConfigSource::LogBeside(_, dir) = source {
+        warn_of_store_beside_log(dir);
+    }
+    #[cfg(feature = "cluster")]
     let mut followed = None;
     let (persistence, loaded): (Option<Arc<dyn Persistence>>, usize) = match source {
         ConfigSource::Store(dir) => {
@@ -122,7 +132,7 @@ pub async fn open_engine(
             (Some(Arc::new(store)), loaded)
         }
         #[cfg(feature = "cluster")]
-        ConfigSource::Log(cluster) => {
+        ConfigSource::Log(cluster) | ConfigSource::LogBeside(cluster, _) => {
             let log = ConfigLog::open(cluster.clone(), Arc::clone(&engine))
                 .await
                 .map_err(OpenError::Cluster)?;
@@ -139,6 +149,38 @@ pub async fn open_engine(
         #[cfg(feature = "cluster")]
         log: followed,
     })
+}
+
+/// How many entities a store in `dir` holds; none when there is no store (nothing is created).
+fn stored_entities(dir: &Path) -> Result<usize, StoreError> {
+    if !dir.join(DB_FILE).exists() {
+        return Ok(0);
+    }
+    Ok(Store::open(dir)?.entries()?.len())
+}
+
+/// The warning for quotas in a local store that a server on the configuration log does not serve,
+/// with the way to move them (docs/cluster.md).
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+fn warn_of_store_beside_log(dir: &Path) {
+    let store = dir.display();
+    match stored_entities(dir) {
+        Ok(0) => {}
+        Ok(entities) => tracing::warn!(
+            %store,
+            entities,
+            "the local quota store in {store} holds {entities} entities, which this server does \
+             not serve: its configuration is the cluster's configuration log. To copy them into \
+             the log, serve the store without --cluster-bootstrap and replay its \
+             `kafka-quotas --list --output json` with `kafka-quotas --alter --file` (docs/cluster.md, \
+             \"Moving a local store into the log\")"
+        ),
+        Err(e) => tracing::warn!(
+            %store,
+            "the local quota store in {store} could not be read ({e}); whatever it holds is not \
+             served: this server's configuration is the cluster's configuration log"
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -179,6 +221,82 @@ mod tests {
             .unwrap();
         assert_eq!(reopened.loaded, 1);
         drop(reopened);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// What the warning wrote, at every level.
+    fn logged(f: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<parking_lot::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let bytes = buffer.0.lock().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_store_beside_the_log_that_holds_quotas_is_warned_about() {
+        let dir = std::env::temp_dir().join(format!("kquota-host-beside-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // No store: nothing to say, and nothing created.
+        assert_eq!(logged(|| warn_of_store_beside_log(&dir)), "");
+        assert!(!dir.exists());
+        let opened = open_engine(&settings(), ConfigSource::Store(&dir))
+            .await
+            .unwrap();
+        drop(opened);
+        // An empty store: nothing to move.
+        assert_eq!(logged(|| warn_of_store_beside_log(&dir)), "");
+        let opened = open_engine(&settings(), ConfigSource::Store(&dir))
+            .await
+            .unwrap();
+        let store = opened.persistence.clone().unwrap();
+        let alterations: Vec<_> = ["alice", "bob"]
+            .into_iter()
+            .map(|user| {
+                kquota::Alteration::new(&kquota::Entity::User(
+                    kquota::EntityName::named(user).unwrap(),
+                ))
+                .set("producer_byte_rate", 1000.0)
+            })
+            .collect();
+        opened
+            .engine
+            .alter_durably(&alterations, false, |changes| store.persist(changes))
+            .unwrap();
+        // Still open: the store cannot be read, and the warning says so.
+        let busy = logged(|| warn_of_store_beside_log(&dir));
+        assert!(
+            busy.contains(" WARN ") && busy.contains("could not be read"),
+            "{busy}"
+        );
+        drop(opened);
+        drop(store);
+        let line = logged(|| warn_of_store_beside_log(&dir));
+        assert!(line.contains(" WARN "), "{line}");
+        assert!(
+            line.contains(&format!(
+                "the local quota store in {} holds 2 entities, which this server does not serve",
+                dir.display()
+            )),
+            "{line}"
+        );
+        assert!(line.contains("kafka-quotas --alter --file"), "{line}");
+        assert!(line.contains("docs/cluster.md"), "{line}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
