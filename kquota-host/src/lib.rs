@@ -11,6 +11,8 @@
 //! | log lines one peer can cause | [`PeerThrottle`] | — |
 //! | the process's descriptor limit, and accept errors when it is reached | [`raise_fd_limit`], [`AcceptErrors`] | — |
 //! | the stop: SIGINT or SIGTERM, then a grace for answers in flight | [`Shutdown`], [`signal`], [`SHUTDOWN_GRACE`] | — |
+//! | reloading on SIGHUP: TLS files and credentials read again for new connections, the old kept if they do not load | [`Reloadable`], [`reload_signal`] | — |
+//! | the log's format (text or JSON) and the audit's target | [`init_logging`], [`LogFormat`], [`AUDIT_TARGET`] | — |
 //! | the engine, with its configuration from the store, the configuration log or memory | [`open_engine`] | — |
 //! | the metrics and health listener: `/metrics` (OpenMetrics, or the classic text format), `/healthz`, `/readyz` | [`http`] | — |
 //! | TLS listeners from PEM files or inline PEM, errors naming the setting | [`tls`] | `ssl.keystore.*`, `ssl.truststore.*`, `ssl.client.auth` |
@@ -40,6 +42,8 @@ mod log;
 #[cfg(feature = "server")]
 mod open;
 #[cfg(feature = "server")]
+mod reload;
+#[cfg(feature = "server")]
 mod settings_file;
 #[cfg(feature = "server")]
 mod shutdown;
@@ -55,9 +59,16 @@ pub use crate::budget::{Budget, Reservation, DEFAULT_QUEUED_MAX_REQUEST_BYTES};
 #[cfg(feature = "server")]
 pub use crate::frame::{read_frame, Frame, FIRST_CHUNK};
 #[cfg(feature = "server")]
-pub use crate::log::{colour, init_logging, PeerThrottle, INTERVAL, LINES_PER_PEER};
+pub use crate::log::{
+    colour, init_logging, LogFormat, PeerThrottle, UnknownLogFormat, AUDIT_TARGET, INTERVAL,
+    LINES_PER_PEER,
+};
 #[cfg(feature = "server")]
 pub use crate::open::{open_engine, ConfigSource, EngineSettings, OpenError, Opened};
+#[cfg(feature = "server")]
+pub use crate::reload::{
+    reload_all, reload_on_signal, reload_signal, Reload, ReloadSignal, Reloadable,
+};
 #[cfg(feature = "server")]
 pub use crate::settings_file::{read_settings, LineProblem, SettingsFileError};
 #[cfg(feature = "server")]

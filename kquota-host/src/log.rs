@@ -8,12 +8,19 @@
 //! `… 69995 more lines like these from 127.0.0.1 in the last 1 s (kquotad/src/connection.rs:62 ×69995)`.
 //! Events without a peer (the start, the settings, the store) are never held back, nor are debug
 //! and trace events: they are written only when an operator turns them on (`RUST_LOG=debug`) to
-//! see every connection, as the test suites do.
+//! see every connection, as the test suites do. Nor are the audit's lines (target
+//! [`AUDIT_TARGET`], `kquota::audit`) at INFO: each records one alteration an authorized principal
+//! asked for, already bounded in size, and a record with holes would be no audit; a refused
+//! alteration is logged there at WARN, and held back like any other warning.
+//!
+//! [`init_logging`] writes lines as text or, for log shippers, as one JSON object a line
+//! ([`LogFormat`], the servers' `log.format` and `--log-format`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::{self, Write as _};
 use std::hash::{BuildHasher, Hasher};
 use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,6 +28,8 @@ use parking_lot::Mutex;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
+
+pub use kquota_wire::AUDIT_TARGET;
 
 /// How long a peer's count runs before it starts again.
 pub const INTERVAL: Duration = Duration::from_secs(1);
@@ -313,6 +322,10 @@ impl<S: Subscriber> Layer<S> for PeerThrottle {
         if meta.fields().field("peer").is_none() || *meta.level() > Level::INFO {
             return true;
         }
+        // An authorized alteration's record is never held back (see the module docs).
+        if *meta.level() == Level::INFO && meta.target() == AUDIT_TARGET {
+            return true;
+        }
         let mut fields = Fields {
             peer: None,
             message: MessageHash(self.hasher.build_hasher()),
@@ -325,23 +338,103 @@ impl<S: Subscriber> Layer<S> for PeerThrottle {
     }
 }
 
-/// Installs a server's log: lines to stderr, filtered by `RUST_LOG` (`info` when unset), coloured
-/// only on a terminal, and no peer able to flood it ([`PeerThrottle`]). A second call (a test that
-/// runs two servers) keeps the first.
-pub fn init_logging() {
+/// How log lines are written: `log.format` in a server's properties, `--log-format` on its
+/// command line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One line of text per event (`2024-05-01T10:00:00Z  INFO kquotad: kquotad listening
+    /// listeners=...`), coloured on a terminal. The default.
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`, `fields` with `message`, and the
+    /// spans), for log shippers; never coloured.
+    Json,
+}
+
+impl LogFormat {
+    /// The values the setting takes, as `--help` and errors name them.
+    pub const CHOICES: &'static str = "text or json";
+
+    /// The setting's value for this format.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
+}
+
+impl fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A `log.format` value that is neither `text` nor `json`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownLogFormat(pub String);
+
+impl fmt::Display for UnknownLogFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown log format '{}' (expected {})",
+            self.0,
+            LogFormat::CHOICES
+        )
+    }
+}
+
+impl std::error::Error for UnknownLogFormat {}
+
+impl FromStr for LogFormat {
+    type Err = UnknownLogFormat;
+
+    fn from_str(s: &str) -> Result<LogFormat, UnknownLogFormat> {
+        match s.trim() {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(UnknownLogFormat(other.to_owned())),
+        }
+    }
+}
+
+/// Installs a server's log: lines to stderr in `format`, filtered by `RUST_LOG` (`info` when
+/// unset; the audit, [`AUDIT_TARGET`], at INFO whatever the level unless `RUST_LOG` names it), coloured only on a terminal (text only), and no peer able to flood it
+/// ([`PeerThrottle`], in front of either format). A second call (a test that runs two servers)
+/// keeps the first.
+pub fn init_logging(format: LogFormat) {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::registry()
+    // The audit is written whatever the level, unless RUST_LOG names it (`kquota::audit=off`).
+    let names_audit = std::env::var("RUST_LOG").is_ok_and(|v| v.contains(AUDIT_TARGET));
+    let filter = match format!("{AUDIT_TARGET}=info").parse() {
+        Ok(audit) if !names_audit => filter.add_directive(audit),
+        _ => filter,
+    };
+    let registry = tracing_subscriber::registry()
         .with(filter)
-        .with(PeerThrottle::start())
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(colour()),
-        )
-        .try_init();
+        .with(PeerThrottle::start());
+    let _ = match format {
+        LogFormat::Text => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(colour()),
+            )
+            .try_init(),
+        LogFormat::Json => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_current_span(true)
+                    .with_span_list(false)
+                    .with_writer(std::io::stderr),
+            )
+            .try_init(),
+    };
 }
 
 /// Whether log lines may carry colour: stderr is a terminal and `NO_COLOR` is not set.
@@ -428,6 +521,43 @@ mod tests {
         });
         // Every debug line, and the warning once.
         assert_eq!(*written.lock(), 101);
+    }
+
+    #[test]
+    fn authorized_alterations_are_never_held_back_refusals_are() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let written = Arc::new(Mutex::new(0usize));
+        struct Count(Arc<Mutex<usize>>);
+        impl<S: Subscriber> Layer<S> for Count {
+            fn on_event(&self, _: &Event<'_>, _: Context<'_, S>) {
+                *self.0.lock() += 1;
+            }
+        }
+        let subscriber = tracing_subscriber::registry()
+            .with(PeerThrottle::default())
+            .with(Count(Arc::clone(&written)));
+        tracing::subscriber::with_default(subscriber, || {
+            for _ in 0..100 {
+                tracing::info!(target: "kquota::audit", peer = "10.0.0.1:5000", "AlterClientQuotas");
+            }
+            for _ in 0..100 {
+                tracing::warn!(target: "kquota::audit", peer = "10.0.0.1:5000", "refused");
+            }
+        });
+        // Every authorized record; the refusal once.
+        assert_eq!(*written.lock(), 101);
+    }
+
+    #[test]
+    fn log_formats_parse_and_print_as_the_setting() {
+        assert_eq!("text".parse(), Ok(LogFormat::Text));
+        assert_eq!(" json".parse(), Ok(LogFormat::Json));
+        assert_eq!(LogFormat::default(), LogFormat::Text);
+        let e = "xml".parse::<LogFormat>().unwrap_err().to_string();
+        assert_eq!(e, "unknown log format 'xml' (expected text or json)");
+        for f in [LogFormat::Text, LogFormat::Json] {
+            assert_eq!(f.to_string().parse(), Ok(f));
+        }
     }
 
     #[test]

@@ -180,6 +180,8 @@ pub struct ProxyConfig {
     /// `kquota.proxy.metrics.max.buckets`: how many buckets get series of their own in the
     /// metrics; the rest are summed.
     pub metrics_max_buckets: usize,
+    /// `log.format`: how log lines are written (`text`, the default, or `json`).
+    pub log_format: kquota_host::LogFormat,
     /// What [`ProxyConfig::set`] was given that [`ProxyConfig::finish`] builds (the TLS files,
     /// the cluster's settings), and the settings two keys share.
     pub(crate) deferred: Deferred,
@@ -220,6 +222,7 @@ impl ProxyConfig {
             upstream_tls: None,
             metrics_listen: None,
             metrics_max_buckets: DEFAULT_METRICS_MAX_BUCKETS,
+            log_format: kquota_host::LogFormat::Text,
             deferred: Deferred::default(),
         }
     }

@@ -46,7 +46,10 @@ use tracing::{info, warn};
 ///   kquota.proxy.metrics.listen=127.0.0.1:9404
 ///
 /// On SIGINT or SIGTERM it stops accepting and reading requests, delivers the answers in flight
-/// (5 s at most), and exits. Logs go to stderr; RUST_LOG=debug shows each connection.
+/// (5 s at most), and exits. On SIGHUP it reads its TLS certificate, key and CA files again for
+/// new connections (a file that does not load keeps the old; the log says why). Logs go to
+/// stderr, as text or (--log-format json) one JSON object a line; RUST_LOG=debug shows each
+/// connection; every alteration is logged once under the target kquota::audit.
 /// docs/proxy-settings.md describes every setting.
 #[derive(Debug, Parser)]
 #[command(name = "kquota-proxy", version, verbatim_doc_comment)]
@@ -204,6 +207,11 @@ struct Args {
     #[arg(long, value_name = "N", help_heading = "Metrics")]
     metrics_max_buckets: Option<String>,
 
+    /// log.format: how log lines are written: text, or json (one object a line) for log
+    /// shippers [default: text]
+    #[arg(long, value_name = "FORMAT", help_heading = "Logs")]
+    log_format: Option<String>,
+
     /// kquota.proxy.ssl.certificate.location: TLS towards clients on every listener: the
     /// certificate chain (PEM); needs --tls-key.
     #[arg(long, value_name = "PEM", help_heading = "TLS")]
@@ -299,6 +307,7 @@ fn flag_settings(args: &Args) -> Result<Vec<(&'static str, String, String)>, Str
     one("--cluster-alter-timeout-ms", &args.cluster_alter_timeout_ms);
     one("--metrics-listen", &args.metrics_listen);
     one("--metrics-max-buckets", &args.metrics_max_buckets);
+    one("--log-format", &args.log_format);
     one("--tls-cert", &args.tls_cert);
     one("--tls-key", &args.tls_key);
     one("--tls-client-ca", &args.tls_client_ca);
@@ -372,10 +381,6 @@ fn main() -> ExitCode {
         Ok(args) => args,
         Err(e) => return kquota_host::exit::clap_failure(e),
     };
-    // Colours only on a terminal; no peer can flood the log.
-    kquota_host::init_logging();
-    // A thousand idle sockets must not lock everyone out at a soft limit of 1,024.
-    kquota_host::raise_fd_limit();
     let config = match settings(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -383,6 +388,10 @@ fn main() -> ExitCode {
             return kquota_host::exit::usage("kquota-proxy", &e.to_string());
         }
     };
+    // In the format the settings ask for; colours only on a terminal; no peer can flood the log.
+    kquota_host::init_logging(config.log_format);
+    // A thousand idle sockets must not lock everyone out at a soft limit of 1,024.
+    kquota_host::raise_fd_limit();
     if let Some(base) = config.listen_base.filter(|b| b.port() != 0) {
         let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range");
         if let Some((low, high)) = range.ok().as_deref().and_then(ephemeral_range) {

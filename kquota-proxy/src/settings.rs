@@ -171,6 +171,8 @@ pub const SETTINGS: &[Setting] = &[
         "--metrics-max-buckets",
         Some("1000"),
     ),
+    // The log.
+    setting("log.format", "--log-format", Some("text")),
     // TLS.
     setting(TLS_CERT, "--tls-cert", None),
     setting(TLS_KEY, "--tls-key", None),
@@ -460,6 +462,7 @@ impl ProxyConfig {
                 self.window(None, Some(Duration::from_secs(seconds)))?
             }
             "kquota.proxy.metrics.listen" => self.metrics_listen = Some(ip_port(value)?),
+            "log.format" => self.log_format = value.parse().map_err(refused)?,
             "kquota.proxy.metrics.max.buckets" => self.metrics_max_buckets = count(value)?,
             TLS_CERT => d.tls_cert = Some(pem_file(value)?),
             TLS_KEY => d.tls_key = Some(pem_file(value)?),

@@ -11,6 +11,7 @@ use crate::body::{decode, read_body, respond};
 use crate::frame::{fit_message, put, response_header, Header, ReadResult, Reader};
 use crate::handler::Handler;
 use crate::outcome::CloseReason;
+use crate::security::Session;
 use crate::stream::{Pieces, ResponseStream};
 use kquota::QuotaKey;
 use kquota::{java_entity_string, java_map_order, Alteration, EntityPart, Op};
@@ -385,6 +386,7 @@ fn entity_data(part: &EntityPart) -> EntityData {
 
 pub(super) fn handle(
     h: &Handler,
+    session: &Session,
     authorized: bool,
     header: Header,
     body: &[u8],
@@ -414,7 +416,15 @@ pub(super) fn handle(
         })
         .collect();
     let mut response = AlterClientQuotasResponse::default();
-    let outcomes = match alter_by_entity(h, authorized, &entries, request.validate_only) {
+    let outcome = alter_by_entity(h, authorized, &entries, request.validate_only);
+    crate::audit::alteration(
+        session,
+        "AlterClientQuotas",
+        &entries.iter().map(|e| &e.alteration).collect::<Vec<_>>(),
+        request.validate_only,
+        &outcome,
+    );
+    let outcomes = match outcome {
         Ok(outcomes) => outcomes,
         Err(error) => {
             // Kafka's `getErrorResponse`: every entry as sent, in request order, with one error.

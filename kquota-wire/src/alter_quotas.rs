@@ -318,6 +318,7 @@ pub(super) fn refuse(header: Header, body: Bytes) -> Result<ResponseStream, Clos
 
 pub(super) fn handle(
     h: &Handler,
+    session: &crate::security::Session,
     authorized: bool,
     header: Header,
     body: &[u8],
@@ -348,7 +349,15 @@ pub(super) fn handle(
             },
         })
         .collect();
-    let entries = match alter_by_entity(h, authorized, &batch, request.validate_only) {
+    let outcome = alter_by_entity(h, authorized, &batch, request.validate_only);
+    crate::audit::alteration(
+        session,
+        "AlterQuotas",
+        &batch.iter().map(|e| &e.alteration).collect::<Vec<_>>(),
+        request.validate_only,
+        &outcome,
+    );
+    let entries = match outcome {
         Ok(outcomes) => outcomes
             .into_iter()
             .map(|o| AlterQuotasResult {

@@ -111,21 +111,22 @@ impl Handler {
             }
             ALTER_CLIENT_QUOTAS => {
                 let allowed = self.may_alter(session);
-                log_denial(session, allowed, "AlterClientQuotas");
                 if !allowed {
+                    // The audit's refusal, in the authorizer log's words.
+                    crate::audit::refusal(session, "AlterClientQuotas");
                     // Answered from the request's bytes, without decoding its entries.
                     return crate::alter::refuse(header, frame.slice_ref(body)).map(Reply::Stream);
                 }
-                crate::alter::handle(self, allowed, header, body).map(ok)
+                crate::alter::handle(self, session, allowed, header, body).map(ok)
             }
             ALTER_QUOTAS if self.draft_alter_quotas => {
                 let allowed = self.may_alter(session);
-                log_denial(session, allowed, "AlterQuotas");
                 if !allowed {
+                    crate::audit::refusal(session, "AlterQuotas");
                     return crate::alter_quotas::refuse(header, frame.slice_ref(body))
                         .map(Reply::Stream);
                 }
-                crate::alter_quotas::handle(self, allowed, header, body).map(ok)
+                crate::alter_quotas::handle(self, session, allowed, header, body).map(ok)
             }
             DESCRIBE_USER_SCRAM_CREDENTIALS => {
                 // Kafka: DESCRIBE on the cluster, which without ACLs only super users have. The

@@ -77,6 +77,7 @@ mod alter;
 mod alter_quotas;
 mod api_versions;
 mod apis;
+mod audit;
 mod body;
 mod cluster;
 mod describe;
@@ -101,6 +102,9 @@ pub use crate::apis::{
 };
 pub use crate::handler::{Handler, ServerInfo};
 pub use crate::outcome::{CloseReason, Outcome};
+
+// The audit: one line per alteration request, under its own tracing target.
+pub use crate::audit::AUDIT_TARGET;
 
 // Answers made as they are written (Handler::handle_streaming).
 pub use crate::stream::{Reply, ResponseStream};

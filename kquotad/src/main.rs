@@ -55,6 +55,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// address with the most), else the one idle longest (for at least the grace period), makes room.
 /// Log lines about one client address are held to a few per second; the rest are counted.
 ///
+/// On SIGHUP it reads its TLS keystore and truststore files and sasl.credentials.file again and
+/// uses them for new connections (a file that does not load keeps the old; the log says why).
 /// On SIGINT or SIGTERM it stops accepting, finishes and answers the requests it is handling
 /// (alterations are already on disk by then) and exits; a client that has not taken its answer
 /// 5 s after that, or that is still sending a request, is closed without one.
@@ -62,7 +64,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Only super.users may alter quotas; describing needs an authenticated principal unless
 /// kquota.describe.allow.anonymous=true. docs/security.md has every security setting.
 ///
-/// Logs go to stderr; set RUST_LOG (for example RUST_LOG=debug) to change the level.
+/// Logs go to stderr, as text or (--log-format json) one JSON object a line; set RUST_LOG (for
+/// example RUST_LOG=debug) to change the level. Every alteration is logged once under the target
+/// kquota::audit.
 #[derive(Debug, Parser)]
 #[command(
     name = "kquotad",
@@ -140,6 +144,9 @@ struct Args {
     /// draft (Kafka's tools then time out describing users) [default: false]
     #[arg(long, value_name = "BOOL")]
     draft_alter_quotas: Option<String>,
+    /// How log lines are written: text, or json (one object a line) [default: text]
+    #[arg(long, value_name = "FORMAT")]
+    log_format: Option<String>,
 }
 
 /// Operator tools.
@@ -217,8 +224,10 @@ fn scram_credential(
     Ok(())
 }
 
-fn settings(args: &Args) -> Result<ServerConfig, String> {
+/// The settings, and warnings about them to log once the log (whose format they set) is up.
+fn settings(args: &Args) -> Result<(ServerConfig, Vec<String>), String> {
     let mut config = ServerConfig::default();
+    let mut warnings = Vec::new();
     if let Some(path) = &args.config {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -230,7 +239,7 @@ fn settings(args: &Args) -> Result<ServerConfig, String> {
                     .set(&p.key, &p.value)
                     .map_err(|e| format!("{at}: {e}"))?;
             } else {
-                warn!("{at}: ignoring unknown setting '{}'", p.key);
+                warnings.push(format!("{at}: ignoring unknown setting '{}'", p.key));
             }
         }
     }
@@ -262,6 +271,7 @@ fn settings(args: &Args) -> Result<ServerConfig, String> {
         ("connections.max.idle.ms", &args.idle_timeout_ms),
         ("node.id", &args.node_id),
         ("kquota.draft.alter.quotas.enable", &args.draft_alter_quotas),
+        ("log.format", &args.log_format),
     ];
     for item in &args.overrides {
         let (key, value) = item
@@ -277,7 +287,7 @@ fn settings(args: &Args) -> Result<ServerConfig, String> {
         }
     }
     config.listener_configs().map_err(|e| e.to_string())?;
-    Ok(config)
+    Ok((config, warnings))
 }
 
 fn main() -> ExitCode {
@@ -300,17 +310,20 @@ fn main() -> ExitCode {
             }
         };
     }
-    // Colour only on a terminal; no peer can flood the log.
-    kquota_host::init_logging();
-    // A thousand idle sockets must not lock everyone out at a soft limit of 1,024.
-    kquota_host::raise_fd_limit();
-    let config = match settings(&args) {
+    let (config, warnings) = match settings(&args) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("kquotad: {e}");
             return ExitCode::from(2);
         }
     };
+    // In the format the settings ask for; colour only on a terminal; no peer can flood the log.
+    kquota_host::init_logging(config.log_format);
+    for w in &warnings {
+        warn!("{w}");
+    }
+    // A thousand idle sockets must not lock everyone out at a soft limit of 1,024.
+    kquota_host::raise_fd_limit();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

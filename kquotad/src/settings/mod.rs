@@ -123,6 +123,8 @@ pub struct ServerConfig {
     pub cluster_alter_timeout: Duration,
     /// librdkafka properties of the instance's own Kafka clients (`kquota.cluster.client.KEY`).
     pub cluster_client: std::collections::BTreeMap<String, String>,
+    /// How log lines are written (`log.format`: `text`, the default, or `json`).
+    pub log_format: kquota_host::LogFormat,
 }
 
 impl Default for ServerConfig {
@@ -164,6 +166,7 @@ impl Default for ServerConfig {
             cluster_replication_factor: -1,
             cluster_alter_timeout: Duration::from_millis(10_000),
             cluster_client: std::collections::BTreeMap::new(),
+            log_format: kquota_host::LogFormat::Text,
         }
     }
 }
@@ -225,6 +228,11 @@ impl ServerConfig {
             }
             "kquota.describe.allow.anonymous" => self.describe_allow_anonymous = boolean(value)?,
             "kquota.draft.alter.quotas.enable" => self.draft_alter_quotas = boolean(value)?,
+            "log.format" => {
+                self.log_format = value.parse().map_err(|e: kquota_host::UnknownLogFormat| {
+                    Problem::Refused(e.into())
+                })?
+            }
             "sasl.enabled.mechanisms" => {
                 let mut mechanisms = Vec::new();
                 for m in value.split(',').map(str::trim).filter(|m| !m.is_empty()) {

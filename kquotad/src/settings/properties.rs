@@ -42,6 +42,7 @@ pub const KNOWN_PROPERTIES: &[&str] = &[
     "ssl.truststore.certificates",
     "ssl.client.auth",
     "ssl.principal.mapping.rules",
+    "log.format",
 ];
 
 /// Every key `kquotad` takes, with what it sets, as `--help` lists them: [`KNOWN_PROPERTIES`]
@@ -188,6 +189,10 @@ pub const SETTINGS: &[(&str, &str)] = &[
     (
         "kquota.cluster.client.<key>",
         "a librdkafka property for kquotad's own Kafka clients",
+    ),
+    (
+        "log.format",
+        "how log lines are written: text, or json (one object a line) for log shippers (text)",
     ),
 ];
 

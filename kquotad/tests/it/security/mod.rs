@@ -4,6 +4,7 @@
 //! Certificates are made at test time with rcgen. One file per area; what they share is in
 //! `support.rs`.
 
+mod audit;
 mod authorization;
 mod listeners;
 mod sasl;
