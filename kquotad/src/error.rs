@@ -140,6 +140,8 @@ pub enum Problem {
     NoMechanism,
     /// An advertised listener with port 0.
     AdvertisedPortZero,
+    /// Not an IP address and port (`127.0.0.1:9405`, `[::1]:9405`).
+    IpPort,
     /// A listener list entry that is not `NAME://host:port`.
     NotNameHostPort(String),
     /// A listener list entry with an empty name.
@@ -192,6 +194,7 @@ impl fmt::Display for Problem {
             ),
             Problem::NoMechanism => f.write_str("name at least one mechanism"),
             Problem::AdvertisedPortZero => f.write_str("an advertised port must not be 0"),
+            Problem::IpPort => f.write_str("must be an IP address and port, as 127.0.0.1:9405"),
             Problem::NotNameHostPort(item) => write!(f, "'{item}' is not NAME://host:port"),
             Problem::NoListenerName(item) => write!(f, "'{item}' has no listener name"),
             Problem::NoPort(item) => write!(f, "'{item}' has no port"),

@@ -44,6 +44,7 @@
 mod connection;
 mod error;
 mod listener;
+mod metrics;
 mod peer;
 mod server;
 mod settings;

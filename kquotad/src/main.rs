@@ -105,6 +105,10 @@ struct Args {
     /// Directory of the quota store [default: ./kquota-data]
     #[arg(long, value_name = "DIR")]
     data_dir: Option<String>,
+    /// Serve Prometheus metrics at http://IP:PORT/metrics, with /healthz and /readyz
+    /// (kquota.metrics.listen) [default: off]
+    #[arg(long, value_name = "IP:PORT")]
+    metrics_listen: Option<String>,
     /// Keep the configuration in this Kafka cluster's configuration topic instead, shared with
     /// every instance pointed at it (kquota.cluster.bootstrap.servers; see also
     /// kquota.cluster.instance.id and kquota.cluster.client.* with --override)
@@ -254,6 +258,7 @@ fn settings(args: &Args) -> Result<(ServerConfig, Vec<String>), String> {
         ("sasl.credentials.file", &args.sasl_credentials_file),
         ("sasl.enabled.mechanisms", &args.sasl_enabled_mechanisms),
         ("kquota.data.dir", &args.data_dir),
+        ("kquota.metrics.listen", &args.metrics_listen),
         ("kquota.cluster.bootstrap.servers", &args.cluster_bootstrap),
         ("kquota.sub.quota.policy", &args.sub_quota_policy),
         ("kquota.broker.count", &args.broker_count),

@@ -13,6 +13,7 @@ use tracing::{debug, warn};
 use kquota_wire::{AuthContext, Handler, Outcome, Reply, Session};
 
 use crate::connection::Connection;
+use crate::metrics::Metrics;
 use crate::settings::{ListenerConfig, ServerConfig};
 use kquota_host::{Budget, Shutdown, Slot};
 
@@ -24,6 +25,8 @@ pub(crate) struct Endpoint {
     pub(crate) tls: Option<TlsAcceptor>,
     /// The handler, with this listener's advertised address.
     pub(crate) handler: Arc<Handler>,
+    /// The server's counters.
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 /// Runs TLS (on SSL and SASL_SSL listeners), makes the connection's session, and serves it.
@@ -45,7 +48,7 @@ pub(crate) async fn serve(
         serve_requests(
             stream,
             session,
-            &listener.handler,
+            listener,
             config,
             budget,
             shutdown,
@@ -62,6 +65,7 @@ pub(crate) async fn serve(
     let tls = match handshake {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
+            listener.metrics.failed_authentication();
             failed_authentication(peer, name, &format!("SSL handshake failed: {e}"), config).await;
             return;
         }
@@ -87,6 +91,7 @@ pub(crate) async fn serve(
         match listener.handler.principal_builder().build(&context) {
             Ok(principal) => session.with_principal(principal),
             Err(e) => {
+                listener.metrics.failed_authentication();
                 failed_authentication(peer, name, &e.to_string(), config).await;
                 return;
             }
@@ -95,7 +100,7 @@ pub(crate) async fn serve(
     serve_requests(
         tls,
         session,
-        &listener.handler,
+        listener,
         config,
         budget,
         shutdown,
@@ -115,12 +120,13 @@ async fn failed_authentication(peer: SocketAddr, listener: &str, why: &str, conf
 async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
     stream: S,
     mut session: Session,
-    handler: &Arc<Handler>,
+    listener: &Endpoint,
     config: &ServerConfig,
     budget: Budget,
     mut shutdown: Shutdown,
     slot: &Slot,
 ) {
+    let (handler, metrics) = (&listener.handler, &listener.metrics);
     let peer = session.peer().map(|p| p.to_string()).unwrap_or_default();
     let mut connection = Connection::new(stream, peer.clone(), config.idle_timeout, budget);
     loop {
@@ -139,6 +145,8 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
         let Some(frame) = frame else {
             break;
         };
+        // The API key and version, for the metrics (a frame too short has none: zeros).
+        let head: [u8; 4] = frame.get(..4).and_then(|h| h.try_into().ok()).unwrap_or([0; 4]);
         // Alterations fsync and PBKDF2 is slow on purpose; keep both off the async workers.
         let h = Arc::clone(handler);
         let outcome = match tokio::task::spawn_blocking(move || {
@@ -160,6 +168,7 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
         let outcome = match outcome {
             Reply::Outcome(outcome) => outcome,
             Reply::Stream(body) => {
+                metrics.streamed(head);
                 let written = connection.write_stream(body, &mut shutdown).await;
                 slot.answered(session.is_authenticated());
                 if !written {
@@ -171,6 +180,7 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
         };
         match outcome {
             Outcome::Respond(body) => {
+                metrics.answered(head, &body);
                 let written = connection.write_frame(&body, &mut shutdown).await;
                 // A request answered on an authenticated session proves the connection.
                 slot.answered(session.is_authenticated());
@@ -182,6 +192,8 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
                 }
             }
             Outcome::RespondAndClose(body, reason) => {
+                metrics.answered(head, &body);
+                metrics.failed_authentication();
                 if let Some(addr) = session.peer() {
                     failed_authentication(addr, session.listener(), &reason.to_string(), config)
                         .await;
@@ -192,6 +204,7 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
                 break;
             }
             Outcome::Close(reason) => {
+                metrics.closed(head);
                 warn!(%peer, listener = session.listener(), "closing connection: {reason}");
                 break;
             }

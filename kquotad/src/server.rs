@@ -18,6 +18,8 @@ use kquota_wire::{
 
 use crate::error::{ConfigError, StartError};
 use crate::listener::{accept_loop, Listener};
+use crate::metrics::{Metrics, ServerExporter, Timed};
+use kquota_host::http::ClusterState;
 use crate::peer::Endpoint;
 use crate::settings::{ListenerConfig, ServerConfig};
 use crate::tls;
@@ -29,7 +31,12 @@ pub struct Server {
     config: ServerConfig,
     loaded: usize,
     /// With a cluster: this instance's heartbeats, kept running.
-    _members: Option<Members>,
+    _members: Option<Arc<Members>>,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
+    metrics_listener: Option<TcpListener>,
+    metrics: Arc<Metrics>,
+    /// The configuration log and membership, for readiness and metrics.
+    cluster: ClusterState,
 }
 
 /// This instance's membership among the others, when it shares their configuration.
@@ -153,13 +160,26 @@ impl Server {
         };
         let sasl = sasl_config(&config, &listeners)?;
         let (opened, members) = open(&config).await?;
+        #[allow(unused_mut)] // Without the cluster feature nothing more is filled in.
+        let mut cluster = ClusterState::default();
+        let members = members.map(Arc::new);
+        #[cfg(feature = "cluster")]
+        {
+            cluster.log = opened.log.clone();
+            cluster.members = members.clone();
+        }
         let Opened {
             engine,
             persistence,
             loaded,
             ..
         } = opened;
-        let store = persistence.expect("a store or a configuration log");
+        let metrics = Arc::new(Metrics::new());
+        // Every commit timed and its results counted, whichever store it goes to.
+        let store: Arc<dyn kquota::Persistence> = Arc::new(Timed {
+            inner: persistence.expect("a store or a configuration log"),
+            metrics: Arc::clone(&metrics),
+        });
         let authorizer = Authorizer::new(config.super_users.iter().cloned())
             .allow_anonymous_describe(config.describe_allow_anonymous);
         let mut base = Handler::new(
@@ -177,6 +197,14 @@ impl Server {
         if let Some(sasl) = sasl {
             base = base.with_sasl(sasl);
         }
+        let metrics_listener = match config.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| StartError::Bind(addr, e))?,
+            ),
+            None => None,
+        };
         let mut bound = Vec::with_capacity(listeners.len());
         for listener in listeners {
             let tcp = TcpListener::bind(listener.addr)
@@ -208,6 +236,7 @@ impl Server {
                         ..listener
                     },
                     handler: Arc::new(handler),
+                    metrics: Arc::clone(&metrics),
                 }),
             });
         }
@@ -216,6 +245,9 @@ impl Server {
             config,
             loaded,
             _members: members,
+            metrics_listener,
+            metrics,
+            cluster,
         })
     }
 
@@ -230,6 +262,13 @@ impl Server {
             .iter()
             .map(|l| l.endpoint.config.clone())
             .collect()
+    }
+
+    /// The metrics listener's address, if `kquota.metrics.listen` is set (useful with port 0).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
     }
 
     /// How many entities were loaded from the store.
@@ -257,6 +296,21 @@ impl Server {
                 Arc::clone(&slots),
                 budget.clone(),
                 stopping.clone(),
+            ));
+        }
+        if let Some(listener) = self.metrics_listener {
+            let exporter = ServerExporter {
+                metrics: Arc::clone(&self.metrics),
+                slots: Arc::clone(&slots),
+                budget: budget.clone(),
+                cluster: self.cluster.clone(),
+                serving: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            };
+            let mut stopping = stopping.clone();
+            tokio::spawn(kquota_host::http::serve_metrics(
+                listener,
+                Arc::new(exporter),
+                async move { stopping.stopping().await },
             ));
         }
         shutdown.await;

@@ -53,6 +53,9 @@ pub struct ServerConfig {
     pub advertised: AdvertisedListeners,
     /// The data directory (`kquota.data.dir`).
     pub data_dir: PathBuf,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served over HTTP
+    /// (`kquota.metrics.listen`); `None`: nowhere.
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// The sub-quota policy (`kquota.sub.quota.policy`: `kip55` or `kafka`).
     pub policy: SubQuotaPolicy,
     /// The live broker count `bps` quotas divide by (`kquota.broker.count`).
@@ -137,6 +140,7 @@ impl Default for ServerConfig {
             listener_protocol_map: ProtocolMap::default(),
             advertised: AdvertisedListeners::default(),
             data_dir: PathBuf::from("kquota-data"),
+            metrics_listen: None,
             policy: SubQuotaPolicy::Kip55,
             broker_count: NonZeroU32::MIN,
             producer_capacity: None,
@@ -285,6 +289,9 @@ impl ServerConfig {
                 }
             }
             "kquota.data.dir" => self.data_dir = PathBuf::from(non_empty(value)?),
+            "kquota.metrics.listen" => {
+                self.metrics_listen = Some(value.trim().parse().map_err(|_| Problem::IpPort)?)
+            }
             "kquota.cluster.bootstrap.servers" => {
                 if !cfg!(feature = "cluster") {
                     return Err(Some(Problem::NotBuilt("cluster")));

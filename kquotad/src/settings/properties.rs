@@ -12,6 +12,7 @@ pub const KNOWN_PROPERTIES: &[&str] = &[
     "listener.security.protocol.map",
     "advertised.listeners",
     "kquota.data.dir",
+    "kquota.metrics.listen",
     "kquota.sub.quota.policy",
     "kquota.broker.count",
     "kquota.producer.capacity.bytes.per.sec",
@@ -63,6 +64,10 @@ pub const SETTINGS: &[(&str, &str)] = &[
     (
         "kquota.data.dir",
         "the durable store's directory (kquota-data)",
+    ),
+    (
+        "kquota.metrics.listen",
+        "IP:PORT to serve /metrics, /healthz and /readyz on over HTTP (off)",
     ),
     (
         "kquota.sub.quota.policy",

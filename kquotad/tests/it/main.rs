@@ -2,6 +2,7 @@
 
 mod frames;
 mod hostile;
+mod metrics;
 mod security;
 mod server;
 mod store_recovery;
