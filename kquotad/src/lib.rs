@@ -46,6 +46,7 @@ mod error;
 mod listener;
 mod metrics;
 mod peer;
+mod reload;
 mod server;
 mod settings;
 mod tls;

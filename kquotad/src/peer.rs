@@ -22,9 +22,12 @@ pub(crate) struct Endpoint {
     /// The listener's name, protocol and bound address.
     pub(crate) config: ListenerConfig,
     /// On SSL and SASL_SSL listeners.
-    pub(crate) tls: Option<TlsAcceptor>,
+    /// Reloaded on SIGHUP; each connection takes the one current when it is accepted.
+    pub(crate) tls: Option<Arc<kquota_host::Reloadable<TlsAcceptor>>>,
     /// The handler, with this listener's advertised address.
-    pub(crate) handler: Arc<Handler>,
+    /// Replaced on SIGHUP when the SASL users are reloaded; each connection keeps the one it
+    /// started with.
+    pub(crate) handler: arc_swap::ArcSwap<Handler>,
     /// The server's counters.
     pub(crate) metrics: Arc<Metrics>,
 }
@@ -44,7 +47,7 @@ pub(crate) async fn serve(
     let protocol = listener.config.protocol;
     debug!(%peer, listener = name, "connection opened");
     let session = Session::new(name, protocol, Some(peer));
-    let Some(acceptor) = &listener.tls else {
+    let Some(acceptor) = listener.tls.as_ref().map(|t| t.current()) else {
         serve_requests(
             stream,
             session,
@@ -88,7 +91,7 @@ pub(crate) async fn serve(
             peer: Some(peer),
             peer_certificate: certificate.as_deref(),
         };
-        match listener.handler.principal_builder().build(&context) {
+        match listener.handler.load().principal_builder().build(&context) {
             Ok(principal) => session.with_principal(principal),
             Err(e) => {
                 listener.metrics.failed_authentication();
@@ -126,7 +129,7 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
     mut shutdown: Shutdown,
     slot: &Slot,
 ) {
-    let (handler, metrics) = (&listener.handler, &listener.metrics);
+    let (handler, metrics) = (&listener.handler.load_full(), &listener.metrics);
     let peer = session.peer().map(|p| p.to_string()).unwrap_or_default();
     let mut connection = Connection::new(stream, peer.clone(), config.idle_timeout, budget);
     loop {

@@ -28,6 +28,10 @@ use kquota_host::{Budget, Slots};
 /// A server that is bound and ready to serve.
 pub struct Server {
     listeners: Vec<Listener>,
+    /// What SIGHUP reloads, and SIGHUP (listened for from the start, so that it never ends the
+    /// process).
+    reloads: Vec<Arc<dyn kquota_host::Reload>>,
+    reload_signal: kquota_host::ReloadSignal,
     config: ServerConfig,
     loaded: usize,
     /// With a cluster: this instance's heartbeats, kept running.
@@ -154,7 +158,7 @@ impl Server {
         config.check_request_budget()?;
         let listeners = config.listener_configs()?;
         let acceptor = if listeners.iter().any(|l| l.protocol.uses_tls()) {
-            Some(tls::acceptor(&config.ssl)?)
+            Some(Arc::new(tls::reloadable_acceptor(&config.ssl)?))
         } else {
             None
         };
@@ -235,12 +239,19 @@ impl Server {
                         addr: local,
                         ..listener
                     },
-                    handler: Arc::new(handler),
+                    handler: arc_swap::ArcSwap::from_pointee(handler),
                     metrics: Arc::clone(&metrics),
                 }),
             });
         }
+        let reloads = crate::reload::targets(
+            &config,
+            acceptor,
+            bound.iter().map(|l| Arc::clone(&l.endpoint)),
+        );
         Ok(Server {
+            reloads,
+            reload_signal: kquota_host::reload_signal(),
             listeners: bound,
             config,
             loaded,
@@ -313,6 +324,11 @@ impl Server {
                 async move { stopping.stopping().await },
             ));
         }
+        tokio::spawn(kquota_host::reload_on_signal(
+            self.reload_signal,
+            self.reloads,
+            stopping.clone(),
+        ));
         shutdown.await;
         info!("shutting down: no new connections; finishing requests in flight");
         stop.stop();

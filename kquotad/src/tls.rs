@@ -57,3 +57,26 @@ pub(crate) fn acceptor(ssl: &SslSettings) -> Result<TlsAcceptor, ConfigError> {
     let trust = tls::trust_anchors(&trust).map_err(tls_error)?;
     tls::acceptor(&identity, &trust, ssl.client_auth).map_err(tls_error)
 }
+
+/// [`acceptor`], and how to make it again from the same settings when SIGHUP asks (the files
+/// read again; inline PEM is what it was).
+pub(crate) fn reloadable_acceptor(
+    ssl: &SslSettings,
+) -> Result<kquota_host::Reloadable<TlsAcceptor>, ConfigError> {
+    let initial = acceptor(ssl)?;
+    let mut files: Vec<String> = Vec::new();
+    if let Some(path) = &ssl.keystore_location {
+        files.push(format!("ssl.keystore.location={path}"));
+    }
+    if let Some(path) = &ssl.truststore_location {
+        files.push(format!("ssl.truststore.location={path}"));
+    }
+    let what = match files.is_empty() {
+        true => "TLS keystore (inline PEM)".to_owned(),
+        false => format!("TLS keystore and truststore {}", files.join(" ")),
+    };
+    let ssl = ssl.clone();
+    Ok(kquota_host::Reloadable::new(what, initial, move || {
+        acceptor(&ssl).map_err(|e| e.to_string())
+    }))
+}

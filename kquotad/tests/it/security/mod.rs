@@ -7,6 +7,7 @@
 mod audit;
 mod authorization;
 mod listeners;
+mod reload;
 mod sasl;
 mod settings;
 mod support;
