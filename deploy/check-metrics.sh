@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Prometheus's own tools as the judge of kquotad's and kquota-proxy's metrics: both servers are
+# started on loopback with their metrics listeners, each /metrics is scraped as a text/plain
+# scraper asks and given to `promtool check metrics` (any finding fails), /healthz and /readyz are
+# checked, then the alert rules (check and unit tests) and the dashboard's PromQL.
+#
+#   deploy/check-metrics.sh            # builds both binaries (release) first
+#   KQUOTA_BIN=target/release deploy/check-metrics.sh   # uses binaries already built there
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+if ! command -v promtool >/dev/null; then
+    echo "promtool missing: installing Debian's prometheus package" >&2
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get install -y prometheus >/dev/null || { $sudo apt-get update >/dev/null && $sudo apt-get install -y prometheus >/dev/null; } \
+        || { echo "FAILED: cannot install promtool (apt-get install prometheus)" >&2; exit 1; }
+    command -v promtool >/dev/null || { echo "FAILED: promtool still missing" >&2; exit 1; }
+fi
+
+bin=${KQUOTA_BIN:-}
+if [ -z "$bin" ]; then
+    cargo build --release -p kquotad -p kquota-proxy
+    bin=target/release
+fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# A free loopback port.
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Waits for http://$1$2 to answer at all.
+wait_http() {
+    for _ in $(seq 1 100); do
+        curl -s -o /dev/null "http://$1$2" && return 0
+        sleep 0.1
+    done
+    echo "FAILED: nothing answers on http://$1$2" >&2
+    exit 1
+}
+
+kq_metrics=127.0.0.1:$(port)
+"$bin/kquotad" --listeners "PLAINTEXT://127.0.0.1:$(port)" --data-dir "$work/kquotad" \
+    --metrics-listen "$kq_metrics" >"$work/kquotad.log" 2>&1 &
+pids+=($!)
+px_metrics=127.0.0.1:$(port)
+# The proxy opens broker connections lazily: a broker address nobody listens on will do.
+"$bin/kquota-proxy" --listen "127.0.0.1:$(port)" --upstream "127.0.0.1:$(port)" --listen-base 127.0.0.1:0 \
+    --metrics-listen "$px_metrics" >"$work/proxy.log" 2>&1 &
+pids+=($!)
+
+status=0
+for target in "kquotad $kq_metrics" "kquota-proxy $px_metrics"; do
+    set -- $target
+    wait_http "$2" /healthz
+    for check in "/healthz 200 ok" "/readyz 200 ready"; do
+        set -- $target $check
+        got=$(curl -s -w ' %{http_code}' "http://$2$3")
+        if [ "$got" != "$5 $4" ]; then
+            echo "FAILED: $1 $3 answered '$got', not '$5 $4'" >&2
+            status=1
+        fi
+    done
+    set -- $target
+    curl -sf -H 'Accept: text/plain' "http://$2/metrics" >"$work/$1.prom"
+    echo "== promtool check metrics: $1 ($(grep -c '^# TYPE' "$work/$1.prom") families)"
+    if ! findings=$(promtool check metrics <"$work/$1.prom" 2>&1) || [ -n "$findings" ]; then
+        echo "$findings" >&2
+        echo "FAILED: promtool found problems in $1's metrics" >&2
+        status=1
+    fi
+done
+
+echo "== promtool check rules / test rules"
+promtool check rules deploy/prometheus/kquota-alerts.yml || status=1
+(cd deploy/prometheus && promtool test rules kquota-alerts.test.yml) || status=1
+echo "== dashboard PromQL"
+deploy/grafana/check-dashboard.sh || status=1
+
+[ "$status" -eq 0 ] && echo "check-metrics: OK" || echo "check-metrics: FAILED" >&2
+exit "$status"
