@@ -119,6 +119,9 @@ pub struct Proxy {
     listeners: mpsc::UnboundedReceiver<NewListener>,
     shared: Arc<Shared>,
     stop: Stop,
+    /// SIGHUP, listened for from the start (so that it never ends the process): the TLS files
+    /// are read again.
+    reload: kquota_host::ReloadSignal,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -171,6 +174,7 @@ impl Proxy {
                 listeners: new_listeners,
             }),
             stop,
+            reload: kquota_host::reload_signal(),
         })
     }
 
@@ -204,6 +208,7 @@ impl Proxy {
             mut listeners,
             shared,
             stop,
+            reload,
         } = self;
         // Broker listeners are bound as the cluster's answers name brokers; each gets its own
         // accept loop here.
@@ -247,6 +252,19 @@ impl Proxy {
             guard,
         ));
         serving.store(true, Ordering::Release);
+        // What SIGHUP reloads: the TLS files towards clients and towards the cluster.
+        let mut reloads: Vec<Arc<dyn kquota_host::Reload>> = Vec::new();
+        if let Some(tls) = &shared.config.client_tls {
+            reloads.push(Arc::clone(tls) as Arc<dyn kquota_host::Reload>);
+        }
+        if let Some(tls) = &shared.config.upstream_tls {
+            reloads.push(Arc::clone(tls) as Arc<dyn kquota_host::Reload>);
+        }
+        tokio::spawn(kquota_host::reload_on_signal(
+            reload,
+            reloads,
+            shared.shutdown.clone(),
+        ));
         shutdown.await;
         info!("shutting down: no new connections or requests; delivering answers in flight");
         stop.stop();

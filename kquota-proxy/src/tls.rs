@@ -6,6 +6,10 @@
 //! each broker's certificate is checked against the given CAs and against the broker's name as
 //! the cluster gives it (Kafka's `ssl.endpoint.identification.algorithm=https`).
 //!
+//! SIGHUP reads the files again ([`kquota_host::Reload`]): connections made from then on get what
+//! loaded, those open keep theirs, and files that do not load change nothing (the log says why).
+//! The principal mapping rules are settings, not files, and stay as they were.
+//!
 //! Errors name the file by the proxy's setting and its flag
 //! (`kquota.proxy.ssl.certificate.location (--tls-cert)=/etc/proxy/cert.pem: cannot read: ...`), so
 //! that they read the same whether it came from a properties file or the command line.
@@ -13,9 +17,10 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use kquota_host::tls::{self as host_tls, Pem};
+use kquota_host::{Reload, Reloadable};
 use kquota_wire::tls::{self, ClientAuth, KeyPair, TlsError};
 use kquota_wire::{AuthContext, DefaultPrincipalBuilder, Principal, PrincipalBuilder};
 use regex::{Regex, RegexBuilder};
@@ -25,7 +30,8 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// TLS on the proxy's listeners.
 pub struct ClientTls {
-    acceptor: TlsAcceptor,
+    /// Reloaded on SIGHUP; each handshake takes the current one.
+    acceptor: Reloadable<TlsAcceptor>,
     client_auth: ClientAuth,
     rules: PrincipalMapper,
 }
@@ -54,21 +60,22 @@ impl ClientTls {
         principal_mapping_rules: &str,
     ) -> Result<ClientTls, TlsConfigError> {
         let rules = PrincipalMapper::parse(principal_mapping_rules)?;
-        let identity = key_pair(TLS_CERT, cert, TLS_KEY, key)?;
-        let trust = match client_ca {
-            Some(path) => trust_anchors(TLS_CLIENT_CA, path)?,
-            None => Vec::new(),
-        };
-        if client_auth != ClientAuth::None && trust.is_empty() {
-            return Err(TlsConfigError::NoClientCa);
-        }
-        let acceptor = host_tls::acceptor(&identity, &trust, client_auth).map_err(|e| {
-            TlsConfigError::config(
-                "kquota.proxy.ssl.certificate.location and kquota.proxy.ssl.key.location \
-                     (--tls-cert and --tls-key)",
-                e,
-            )
-        })?;
+        let initial = client_acceptor(cert, key, client_ca, client_auth)?;
+        let (cert, key, ca) = (
+            cert.to_owned(),
+            key.to_owned(),
+            client_ca.map(Path::to_owned),
+        );
+        let what = format!(
+            "TLS certificate {TLS_CERT}={}{}",
+            cert.display(),
+            ca.as_ref()
+                .map(|ca| format!(" and client CAs {TLS_CLIENT_CA}={}", ca.display()))
+                .unwrap_or_default()
+        );
+        let acceptor = Reloadable::new(what, initial, move || {
+            client_acceptor(&cert, &key, ca.as_deref(), client_auth).map_err(|e| e.to_string())
+        });
         Ok(ClientTls {
             acceptor,
             client_auth,
@@ -85,7 +92,8 @@ impl ClientTls {
         tcp: TcpStream,
     ) -> io::Result<(tokio_rustls::server::TlsStream<TcpStream>, Principal)> {
         let peer = tcp.peer_addr().ok();
-        let stream = self.acceptor.accept(tcp).await?;
+        let acceptor = self.acceptor.current();
+        let stream = acceptor.accept(tcp).await?;
         // rustls has verified any certificate presented (or refused the handshake).
         let certificate = stream
             .get_ref()
@@ -125,9 +133,40 @@ impl ClientTls {
     }
 }
 
+impl Reload for ClientTls {
+    fn reload(&self) -> bool {
+        self.acceptor.reload()
+    }
+}
+
+/// The listeners' acceptor from the files (see [`ClientTls::from_files`]).
+fn client_acceptor(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+    client_auth: ClientAuth,
+) -> Result<TlsAcceptor, TlsConfigError> {
+    let identity = key_pair(TLS_CERT, cert, TLS_KEY, key)?;
+    let trust = match client_ca {
+        Some(path) => trust_anchors(TLS_CLIENT_CA, path)?,
+        None => Vec::new(),
+    };
+    if client_auth != ClientAuth::None && trust.is_empty() {
+        return Err(TlsConfigError::NoClientCa);
+    }
+    host_tls::acceptor(&identity, &trust, client_auth).map_err(|e| {
+        TlsConfigError::config(
+            "kquota.proxy.ssl.certificate.location and kquota.proxy.ssl.key.location \
+                 (--tls-cert and --tls-key)",
+            e,
+        )
+    })
+}
+
 /// TLS towards the cluster.
 pub struct UpstreamTls {
-    connector: TlsConnector,
+    /// Reloaded on SIGHUP; each broker connection takes the current one.
+    connector: Reloadable<TlsConnector>,
 }
 
 impl fmt::Debug for UpstreamTls {
@@ -144,21 +183,23 @@ impl UpstreamTls {
         ca: &Path,
         client_cert: Option<(&Path, &Path)>,
     ) -> Result<UpstreamTls, TlsConfigError> {
-        let trust = trust_anchors(UPSTREAM_CA, ca)?;
-        let identity = client_cert
-            .map(|(cert, key)| key_pair(UPSTREAM_CERT, cert, UPSTREAM_KEY, key))
-            .transpose()?;
-        let config = tls::client_config(&trust, identity.as_ref(), true, rustls::DEFAULT_VERSIONS)
-            .map_err(|e| {
-                TlsConfigError::config(
-                    "kquota.proxy.upstream.ssl.certificate.location and \
-                     kquota.proxy.upstream.ssl.key.location (--upstream-cert and --upstream-key)",
-                    e,
-                )
-            })?;
-        Ok(UpstreamTls {
-            connector: TlsConnector::from(config),
-        })
+        let initial = upstream_connector(ca, client_cert)?;
+        let ca: PathBuf = ca.to_owned();
+        let client: Option<(PathBuf, PathBuf)> =
+            client_cert.map(|(c, k)| (c.to_owned(), k.to_owned()));
+        let what = format!(
+            "upstream TLS CAs {UPSTREAM_CA}={}{}",
+            ca.display(),
+            client
+                .as_ref()
+                .map(|(c, _)| format!(" and client certificate {UPSTREAM_CERT}={}", c.display()))
+                .unwrap_or_default()
+        );
+        let connector = Reloadable::new(what, initial, move || {
+            let client = client.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
+            upstream_connector(&ca, client).map_err(|e| e.to_string())
+        });
+        Ok(UpstreamTls { connector })
     }
 
     /// Runs the TLS handshake with a broker. `server_name`: the broker's host as the cluster
@@ -179,8 +220,34 @@ impl UpstreamTls {
                 format!("'{server_name}' cannot be checked against a certificate: {e}"),
             )
         })?;
-        self.connector.connect(name, tcp).await
+        self.connector.current().connect(name, tcp).await
     }
+}
+
+impl Reload for UpstreamTls {
+    fn reload(&self) -> bool {
+        self.connector.reload()
+    }
+}
+
+/// The connector towards the cluster from the files (see [`UpstreamTls::from_files`]).
+fn upstream_connector(
+    ca: &Path,
+    client_cert: Option<(&Path, &Path)>,
+) -> Result<TlsConnector, TlsConfigError> {
+    let trust = trust_anchors(UPSTREAM_CA, ca)?;
+    let identity = client_cert
+        .map(|(cert, key)| key_pair(UPSTREAM_CERT, cert, UPSTREAM_KEY, key))
+        .transpose()?;
+    let config = tls::client_config(&trust, identity.as_ref(), true, rustls::DEFAULT_VERSIONS)
+        .map_err(|e| {
+            TlsConfigError::config(
+                "kquota.proxy.upstream.ssl.certificate.location and \
+                 kquota.proxy.upstream.ssl.key.location (--upstream-cert and --upstream-key)",
+                e,
+            )
+        })?;
+    Ok(TlsConnector::from(config))
 }
 
 /// Why TLS settings cannot be used.
@@ -815,6 +882,7 @@ fn replace_all(search: &Regex, template: &str, dn: &str) -> String {
 mod tests {
     use std::path::PathBuf;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
 
     use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -943,10 +1011,11 @@ mod tests {
     /// Accepts one connection with `server` and connects to it with `client` as `name`; the
     /// server's outcome, and whether the client's side carried bytes both ways.
     async fn handshake(
-        server: ClientTls,
-        client: UpstreamTls,
+        server: impl Into<Arc<ClientTls>>,
+        client: impl Into<Arc<UpstreamTls>>,
         name: &str,
     ) -> (io::Result<Principal>, io::Result<()>) {
+        let (server, client) = (server.into(), client.into());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let accepting = tokio::spawn(async move {
@@ -970,6 +1039,48 @@ mod tests {
         }
         .await;
         (accepting.await.unwrap(), connected)
+    }
+
+    #[tokio::test]
+    async fn a_reload_serves_new_files_to_new_connections_and_a_bad_file_keeps_the_old() {
+        let pki = pki();
+        let server = Arc::new(pki.server(ClientAuth::None, "DEFAULT"));
+        let trusting = |ca: &Path| Arc::new(UpstreamTls::from_files(ca, None).unwrap());
+        let (old, new) = (trusting(&pki.ca), {
+            let next = ca("the next CA");
+            let (cert, key) = leaf(&next, &["localhost"], &[(DnType::CommonName, "next")]);
+            let next_ca = pki.dir.write("next-ca.pem", &next.cert.pem());
+            let trust = trusting(&next_ca);
+            // The listener's files replaced: not served until reloaded.
+            pki.dir.write("server.pem", &cert);
+            pki.dir.write("server.key", &key);
+            trust
+        });
+        let connects = |client: &Arc<UpstreamTls>| {
+            let (server, client) = (Arc::clone(&server), Arc::clone(client));
+            async move { handshake(server, client, "localhost").await.1.is_ok() }
+        };
+        assert!(connects(&old).await && !connects(&new).await);
+        assert!(server.reload());
+        assert!(connects(&new).await && !connects(&old).await);
+        // A key that does not load: the reload fails and the certificate in use stays.
+        pki.dir.write("server.key", "not a key");
+        assert!(!server.reload());
+        assert!(connects(&new).await);
+
+        // Towards the cluster: the CA file read again.
+        let upstream_ca = pki.dir.write(
+            "upstream-ca.pem",
+            &std::fs::read_to_string(&pki.ca).unwrap(),
+        );
+        let upstream = trusting(&upstream_ca);
+        assert!(!connects(&upstream).await);
+        std::fs::copy(pki.dir.0.join("next-ca.pem"), &upstream_ca).unwrap();
+        assert!(upstream.reload());
+        assert!(connects(&upstream).await);
+        std::fs::write(&upstream_ca, "garbage").unwrap();
+        assert!(!upstream.reload());
+        assert!(connects(&upstream).await);
     }
 
     #[tokio::test]
