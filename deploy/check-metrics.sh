@@ -63,9 +63,10 @@ for target in "kquotad $kq_metrics" "kquota-proxy $px_metrics"; do
     wait_http "$2" /healthz
     for check in "/healthz 200 ok" "/readyz 200 ready"; do
         set -- $target $check
-        got=$(curl -s -w ' %{http_code}' "http://$2$3")
-        if [ "$got" != "$5 $4" ]; then
-            echo "FAILED: $1 $3 answered '$got', not '$5 $4'" >&2
+        code=$(curl -s -o "$work/answer" -w '%{http_code}' "http://$2$3")
+        body=$(cat "$work/answer")
+        if [ "$code $body" != "$4 $5" ]; then
+            echo "FAILED: $1 $3 answered '$code $body', not '$4 $5'" >&2
             status=1
         fi
     done
