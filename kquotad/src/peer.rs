@@ -48,16 +48,7 @@ pub(crate) async fn serve(
     debug!(%peer, listener = name, "connection opened");
     let session = Session::new(name, protocol, Some(peer));
     let Some(acceptor) = listener.tls.as_ref().map(|t| t.current()) else {
-        serve_requests(
-            stream,
-            session,
-            listener,
-            config,
-            budget,
-            shutdown,
-            slot,
-        )
-        .await;
+        serve_requests(stream, session, listener, config, budget, shutdown, slot).await;
         return;
     };
     let handshake = tokio::select! {
@@ -100,16 +91,7 @@ pub(crate) async fn serve(
             }
         }
     };
-    serve_requests(
-        tls,
-        session,
-        listener,
-        config,
-        budget,
-        shutdown,
-        slot,
-    )
-    .await;
+    serve_requests(tls, session, listener, config, budget, shutdown, slot).await;
 }
 
 /// Logs a failed authentication as Kafka does and waits `connection.failed.authentication.delay.ms`
@@ -149,7 +131,10 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
             break;
         };
         // The API key and version, for the metrics (a frame too short has none: zeros).
-        let head: [u8; 4] = frame.get(..4).and_then(|h| h.try_into().ok()).unwrap_or([0; 4]);
+        let head: [u8; 4] = frame
+            .get(..4)
+            .and_then(|h| h.try_into().ok())
+            .unwrap_or([0; 4]);
         // Alterations fsync and PBKDF2 is slow on purpose; keep both off the async workers.
         let h = Arc::clone(handler);
         let outcome = match tokio::task::spawn_blocking(move || {
