@@ -19,10 +19,10 @@ use kquota_wire::{
 use crate::error::{ConfigError, StartError};
 use crate::listener::{accept_loop, Listener};
 use crate::metrics::{Metrics, ServerExporter, Timed};
-use kquota_host::http::ClusterState;
 use crate::peer::Endpoint;
 use crate::settings::{ListenerConfig, ServerConfig};
 use crate::tls;
+use kquota_host::http::ClusterState;
 use kquota_host::{Budget, Slots};
 
 /// A server that is bound and ready to serve.
