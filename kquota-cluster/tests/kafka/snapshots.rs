@@ -97,13 +97,24 @@ async fn a_snapshot_lets_compaction_shrink_the_log() {
     tokio::task::spawn_blocking(move || churn(&a2, history, 20))
         .await
         .unwrap();
-    // A snapshot claimed after the history: every batch before it is covered.
+    // A snapshot claimed after the history: every batch of it is covered. A claim is due only
+    // `every` batches after the last one's cover (and a moment later), so alterations go on
+    // until one lands past the history's end (how far the history's own claims got depends on
+    // how fast it was written).
     let end = high_watermark(&topic);
-    eventually(
-        Duration::from_secs(30),
-        "a snapshot after the history",
-        || a.progress().snapshot.is_some_and(|c| c >= end - 100),
-    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !a.progress().snapshot.is_some_and(|c| c >= end) {
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot claimed after the history's end ({end}) within 60 s: {:?}",
+            a.progress()
+        );
+        let a2 = Arc::clone(&a);
+        tokio::task::spawn_blocking(move || churn(&a2, 5, 20))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let covered = a.progress().snapshot.unwrap();
     // Segments roll only when a record comes after segment.ms: one alteration a second while
     // the cleaner (every 15 s by default) catches up.
