@@ -233,9 +233,9 @@ impl ServerConfig {
             "kquota.describe.allow.anonymous" => self.describe_allow_anonymous = boolean(value)?,
             "kquota.draft.alter.quotas.enable" => self.draft_alter_quotas = boolean(value)?,
             "log.format" => {
-                self.log_format = value.parse().map_err(|e: kquota_host::UnknownLogFormat| {
-                    Problem::Refused(e.into())
-                })?
+                self.log_format = value
+                    .parse()
+                    .map_err(|e: kquota_host::UnknownLogFormat| Problem::Refused(e.into()))?
             }
             "sasl.enabled.mechanisms" => {
                 let mut mechanisms = Vec::new();
