@@ -52,7 +52,9 @@ impl Quotas {
         };
         #[cfg(feature = "cluster")]
         let source = match (&config.cluster, &config.data_dir) {
-            (Some(cluster), _) => ConfigSource::Log(cluster),
+            // A store left in the data directory is said to be there, not served.
+            (Some(cluster), Some(dir)) => ConfigSource::LogBeside(cluster, dir),
+            (Some(cluster), None) => ConfigSource::Log(cluster),
             (None, Some(dir)) => ConfigSource::Store(dir),
             (None, None) => ConfigSource::Memory,
         };

@@ -150,7 +150,9 @@ def test_kafka_configs_alter_describe(servers, side):
                 "--delete-config", "connection_creation_rate"), "delete")
     else:
         assert (code, out, err) == (
-            1, "", "error: {ip=localhost}: INVALID_REQUEST: localhost is not a valid IP or resolvable host.\n")
+            1, "", "error: {ip=localhost}: INVALID_REQUEST: localhost is not a valid IP or resolvable host. "
+                   "(this server names ip entities by IP address only, such as 127.0.0.1 or ::1, and 'localhost' "
+                   "is a host name: docs/semantics.md, D7 \"ip names\")\n")
     ok(tool("kafka-configs", bootstrap, "--alter", "--delete-config", "consumer_byte_rate", "--entity-type", "clients",
             "--entity-default"), "delete")
     wait_values(quotas, ((CLIENT, None),), {})
