@@ -1,6 +1,7 @@
-//! The answer side of a connection: each answer owed, in request order, read from the broker
-//! (its bytes from the budget first, held until the client has taken them), decided, and written
-//! to the client; the connection muted for the answer's throttle.
+//! The answer side of a connection: each answer owed, in request order, from the broker to the
+//! client; the connection muted for the answer's throttle. A small answer is read whole (its
+//! bytes from the budget first, held until the client has taken them), decided, and written; a
+//! larger one is decided from its head and, unless it must change, passed on as its bytes come.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,8 +10,10 @@ use tokio::io::AsyncWrite;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
-use super::decide::{BadAnswer, Pending, ReadOn};
-use super::frames::{write_frame, WriteError};
+use kquota_host::Reservation;
+
+use super::decide::{self, Answer, BadAnswer, Forwarded, Pending, Plan, ReadOn};
+use super::frames::{write_frame, write_part, BodyError, PassError, WriteError, PASS_CHUNK};
 use super::{Conn, Owed, UpstreamReader};
 use crate::config::HostPort;
 use crate::rewrite::Advertise;
@@ -64,7 +67,7 @@ pub(super) async fn forward<W>(
                 bytes,
                 throttle_ms,
             } => {
-                if !write_client(&mut client, &bytes, conn).await {
+                if !write_client(&mut client, &bytes, true, conn).await {
                     return;
                 }
                 conn.decisions.mute(throttle_ms);
@@ -99,61 +102,208 @@ pub(super) async fn forward<W>(
             );
             return;
         };
-        // The answer's bytes come from the budget until the client has taken them: a client
-        // that does not read holds at most its answer, and all of them together the budget.
-        let reservation = tokio::select! {
-            r = shared.budget.reserve(4 + size) => r,
-            () = shared.grace_over() => return,
-        };
-        let Some(_reservation) = reservation else {
-            warn!(%peer, upstream = %addr, "closing connection: a response frame of {size} bytes is larger than the buffer memory");
-            return;
-        };
-        let wire = match upstream.body(prefix, size, config.idle_timeout).await {
-            Ok(w) => w.into_bytes(),
-            Err(why) => {
-                debug!(%peer, upstream = %addr, "closing connection: from the broker: {why}");
-                return;
-            }
-        };
-        let started = Instant::now();
         let read_on = std::mem::replace(&mut forwarded.read_on, ReadOn::Now);
         let api_key = forwarded.head.api_key;
-        let mut learn = Learn(shared);
-        let answer = match conn.decisions.answer(forwarded, wire, started, &mut learn) {
-            Ok(a) => a,
-            Err(BadAnswer::CorrelationId { got, expected }) => {
-                warn!(
-                    %peer, upstream = %addr,
-                    "closing connection: the broker answered correlation id {got}, expected {expected}"
-                );
-                return;
-            }
-            Err(BadAnswer::Rewrite(head, e)) => {
-                warn!(
-                    %peer, upstream = %addr,
-                    "closing connection: the broker's response to api key {} v{} (correlation id {}): {e}",
-                    head.api_key, head.version, head.correlation_id
-                );
-                return;
-            }
+        let sent = if size <= PASS_FROM {
+            whole(upstream, &mut client, forwarded, prefix, size, conn, addr).await
+        } else {
+            passed(upstream, &mut client, forwarded, prefix, size, conn, addr).await
         };
-        if answer.hold {
-            // A client too old to throttle itself gets its answer after the throttle, as Kafka
-            // holds it back.
-            tokio::select! {
-                () = tokio::time::sleep(Duration::from_millis(answer.throttle_ms)) => {}
-                () = shared.grace_over() => return,
-            }
-        }
-        if !write_client(&mut client, &answer.bytes, conn).await {
+        let Some(throttle_ms) = sent else {
             return;
-        }
-        conn.decisions.mute(answer.throttle_ms);
+        };
+        conn.decisions.mute(throttle_ms);
         conn.answered(api_key, true);
         if let ReadOn::Answered(done) = read_on {
             let _ = done.send(());
         }
+    }
+}
+
+/// Answers at most this large are read whole before they are decided (one read and one write
+/// each); larger ones are decided from their head and passed on as they come.
+const PASS_FROM: usize = 32 * 1024;
+
+/// What is read of a larger answer before it is decided: its correlation id, and a Fetch
+/// answer's header and throttle.
+const ANSWER_HEAD: usize = 64;
+
+/// The answer of `size` bytes after `prefix`, read whole (its bytes from the budget until the
+/// client has taken them: a client that does not read holds at most this answer), decided and
+/// written. The proxy's throttle, or `None` if the connection is to close.
+async fn whole<W: AsyncWrite + Unpin>(
+    upstream: &mut UpstreamReader,
+    client: &mut W,
+    forwarded: Forwarded,
+    prefix: [u8; 4],
+    size: usize,
+    conn: &Conn<'_>,
+    addr: &HostPort,
+) -> Option<u64> {
+    let _reservation = reserve(4 + size, conn, addr).await?;
+    let wire = upstream
+        .body(prefix, size, conn.shared.config.idle_timeout)
+        .await
+        .map_err(|why| from_broker(why, conn, addr))
+        .ok()?
+        .into_bytes();
+    let answer = conn
+        .decisions
+        .answer(forwarded, wire, Instant::now(), &mut Learn(conn.shared))
+        .map_err(|bad| refused(bad, conn, addr))
+        .ok()?;
+    deliver(client, answer, conn).await
+}
+
+/// The answer of `size` bytes after `prefix` (more than [`PASS_FROM`]), decided from its head:
+/// passed on to the client as its bytes come (through a chunk from the budget; a client that
+/// does not read stalls this broker connection and holds nothing more), replaced (the broker's
+/// drained), or read whole where its bytes must change.
+async fn passed<W: AsyncWrite + Unpin>(
+    upstream: &mut UpstreamReader,
+    client: &mut W,
+    forwarded: Forwarded,
+    prefix: [u8; 4],
+    size: usize,
+    conn: &Conn<'_>,
+    addr: &HostPort,
+) -> Option<u64> {
+    let shared = conn.shared;
+    let idle = shared.config.idle_timeout;
+    let head = upstream
+        .head(prefix, ANSWER_HEAD, idle)
+        .await
+        .map_err(|why| from_broker(why, conn, addr))
+        .ok()?;
+    let request = forwarded.head;
+    let started = Instant::now();
+    let plan = conn
+        .decisions
+        .plan(forwarded, &head[4..], size, started)
+        .map_err(|bad| refused(bad, conn, addr))
+        .ok()?;
+    let rest = size - ANSWER_HEAD;
+    let answer = match plan {
+        Plan::Pass { endpoints: false } => {
+            let _reservation = reserve(PASS_CHUNK, conn, addr).await?;
+            let mut chunk = Vec::with_capacity(PASS_CHUNK);
+            if !write_client(client, &head, false, conn).await {
+                return None;
+            }
+            pass(upstream, Some(client), rest, &mut chunk, conn, addr).await?;
+            shared.stats.bytes_to_client(4 + size);
+            return Some(0);
+        }
+        Plan::Replace(answer) => {
+            let _reservation = reserve(PASS_CHUNK, conn, addr).await?;
+            let mut chunk = Vec::with_capacity(PASS_CHUNK);
+            pass::<W>(upstream, None, rest, &mut chunk, conn, addr).await?;
+            answer
+        }
+        Plan::Pass { endpoints: true } | Plan::Whole(_) => {
+            let _reservation = reserve(4 + size, conn, addr).await?;
+            let wire = upstream
+                .rest(&head, rest, idle)
+                .await
+                .map_err(|why| from_broker(why, conn, addr))
+                .ok()?
+                .into_bytes();
+            let mut learn = Learn(shared);
+            let answer = match plan {
+                Plan::Whole(left) => conn.decisions.finish(left, wire, started, &mut learn),
+                _ => decide::endpoints(request, wire, &mut learn).map(Answer::as_is),
+            };
+            let answer = answer.map_err(|bad| refused(bad, conn, addr)).ok()?;
+            return deliver(client, answer, conn).await;
+        }
+    };
+    deliver(client, answer, conn).await
+}
+
+/// Writes `answer` to the client (after its throttle, for a client too old to throttle itself,
+/// as Kafka holds it back): its throttle, or `None` if the connection is to close.
+async fn deliver<W: AsyncWrite + Unpin>(
+    client: &mut W,
+    answer: Answer,
+    conn: &Conn<'_>,
+) -> Option<u64> {
+    if answer.hold {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(answer.throttle_ms)) => {}
+            () = conn.shared.grace_over() => return None,
+        }
+    }
+    write_client(client, &answer.bytes, true, conn)
+        .await
+        .then_some(answer.throttle_ms)
+}
+
+/// `n` bytes from the broker to `client` (`None`: drained), through `chunk`.
+async fn pass<W: AsyncWrite + Unpin>(
+    upstream: &mut UpstreamReader,
+    client: Option<&mut W>,
+    n: usize,
+    chunk: &mut Vec<u8>,
+    conn: &Conn<'_>,
+    addr: &HostPort,
+) -> Option<()> {
+    let shared = conn.shared;
+    let peer = conn.peer;
+    let passed = tokio::select! {
+        r = upstream.pass(n, client, chunk, shared.config.idle_timeout) => r,
+        () = shared.grace_over() => {
+            debug!(%peer, "closing connection: the client took no answer while stopping");
+            return None;
+        }
+    };
+    match passed {
+        Ok(()) => Some(()),
+        Err(PassError::From(why)) => {
+            from_broker(why, conn, addr);
+            None
+        }
+        Err(PassError::To(why)) => {
+            to_client(why, conn);
+            None
+        }
+    }
+}
+
+/// `bytes` of the budget, held until the client has taken the answer they are for; `None` (the
+/// connection closes) when the proxy is past its stop's grace or they are more than the budget.
+async fn reserve(bytes: usize, conn: &Conn<'_>, addr: &HostPort) -> Option<Reservation> {
+    let shared = conn.shared;
+    let reservation = tokio::select! {
+        r = shared.budget.reserve(bytes) => r,
+        () = shared.grace_over() => return None,
+    };
+    if reservation.is_none() {
+        warn!(
+            peer = %conn.peer, upstream = %addr,
+            "closing connection: a response frame of {bytes} bytes is larger than the buffer memory"
+        );
+    }
+    reservation
+}
+
+/// Logs why the broker's answer was not read.
+fn from_broker(why: BodyError, conn: &Conn<'_>, addr: &HostPort) {
+    debug!(peer = %conn.peer, upstream = %addr, "closing connection: from the broker: {why}");
+}
+
+/// Logs why the broker's answer cannot be forwarded.
+fn refused(bad: BadAnswer, conn: &Conn<'_>, addr: &HostPort) {
+    let peer = conn.peer;
+    match bad {
+        BadAnswer::CorrelationId { got, expected } => warn!(
+            %peer, upstream = %addr,
+            "closing connection: the broker answered correlation id {got}, expected {expected}"
+        ),
+        BadAnswer::Rewrite(head, e) => warn!(
+            %peer, upstream = %addr,
+            "closing connection: the broker's response to api key {} v{} (correlation id {}): {e}",
+            head.api_key, head.version, head.correlation_id
+        ),
     }
 }
 
@@ -198,16 +348,26 @@ async fn next_owed<'q>(
     }
 }
 
-/// Writes one answer (with its size prefix) to the client; false if the connection is to close.
+/// Writes `bytes` to the client (a whole answer, with its size prefix, or with `whole` false
+/// the head of one passed on: counted when the rest is); false if the connection is to close.
 async fn write_client<W: AsyncWrite + Unpin>(
     client: &mut W,
     bytes: &[u8],
+    whole: bool,
     conn: &Conn<'_>,
 ) -> bool {
     let shared = conn.shared;
     let peer = conn.peer;
+    let idle = shared.config.idle_timeout;
+    let write = async {
+        if whole {
+            write_frame(client, bytes, idle).await
+        } else {
+            write_part(client, bytes, idle).await
+        }
+    };
     let write = tokio::select! {
-        r = write_frame(client, bytes, shared.config.idle_timeout) => r,
+        r = write => r,
         () = shared.grace_over() => {
             debug!(%peer, "closing connection: the client took no answer while stopping");
             return false;
@@ -215,17 +375,24 @@ async fn write_client<W: AsyncWrite + Unpin>(
     };
     match write {
         Ok(()) => {
-            shared.stats.bytes_to_client(bytes.len());
+            if whole {
+                shared.stats.bytes_to_client(bytes.len());
+            }
             true
         }
-        Err(WriteError::Io(e)) => {
-            debug!(%peer, "closing connection: writing to the client: {e}");
+        Err(why) => {
+            to_client(why, conn);
             false
         }
-        Err(WriteError::Stalled) => {
-            warn!(%peer, "closing connection: the client takes no answers");
-            false
-        }
+    }
+}
+
+/// Logs why an answer was not written to the client.
+fn to_client(why: WriteError, conn: &Conn<'_>) {
+    let peer = conn.peer;
+    match why {
+        WriteError::Io(e) => debug!(%peer, "closing connection: writing to the client: {e}"),
+        WriteError::Stalled => warn!(%peer, "closing connection: the client takes no answers"),
     }
 }
 

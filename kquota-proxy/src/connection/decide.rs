@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use kquota::meter::{ClientMeter, Clock, Throttle};
-use kquota::QuotaType;
 use kquota_host::Frame;
 use kquota_wire::Principal;
 use parking_lot::Mutex;
@@ -65,8 +64,8 @@ pub(super) enum ReadOn {
 impl Forwarded {
     /// Whether the connection reads nothing more until this request is answered: after a SASL
     /// step (Kafka's broker reads nothing else while it authenticates; the answer says who the
-    /// connection is), and after a Produce under a producer quota (its answer is when it is
-    /// metered, and Kafka reads one request of a connection at a time).
+    /// connection is), and after a Produce whose answer may be throttled (its answer is when it
+    /// is metered, and Kafka reads one request of a connection at a time).
     pub(super) fn one_at_a_time(&self) -> bool {
         self.head.expects_response
             && (self.sasl.is_some()
@@ -85,7 +84,7 @@ enum Enforce {
     /// Only the proxy's time on it.
     Time,
     /// A Produce request of `bytes`, recorded when its answer comes, as Kafka's broker records
-    /// it; `one_at_a_time` when a producer quota applies.
+    /// it; `one_at_a_time` when that answer may be throttled.
     Produce { bytes: u64, one_at_a_time: bool },
     /// A Fetch: its answer's bytes are metered, and a throttled one is answered empty.
     Fetch(FetchRequest),
@@ -130,6 +129,40 @@ pub(super) struct Answer {
     pub(super) hold: bool,
 }
 
+impl Answer {
+    /// `bytes` unchanged and unthrottled.
+    pub(super) fn as_is(bytes: Bytes) -> Answer {
+        Answer {
+            bytes,
+            throttle_ms: 0,
+            hold: false,
+        }
+    }
+}
+
+/// How a broker answer goes to the client, decided from its head ([`Decisions::plan`]).
+pub(super) enum Plan {
+    /// As its bytes come, unchanged and unthrottled; `endpoints`: a Fetch answer whose leader
+    /// endpoints (KIP-951, at its end) are the proxy's to rewrite.
+    Pass { endpoints: bool },
+    /// Replaced by this answer (a throttled Fetch is answered empty): the broker's is drained.
+    Replace(Answer),
+    /// Read whole first, then [`Decisions::finish`].
+    Whole(Rest),
+}
+
+/// What is left to decide of an answer read whole.
+pub(super) enum Rest {
+    /// Everything: it is a SASL step's, names brokers, or takes back refused topics.
+    Decide(Forwarded),
+    /// Only its throttle field, raised to the proxy's throttle (already metered).
+    Raise {
+        head: RequestHead,
+        throttle_ms: u64,
+        hold: bool,
+    },
+}
+
 /// A broker answer the proxy cannot forward: the connection closes.
 #[derive(Debug)]
 pub(super) enum BadAnswer {
@@ -150,6 +183,9 @@ pub(super) struct Decisions<'a> {
     /// The broker authenticated the connection (or its TLS certificate named it), or answered
     /// a request that needs no authentication.
     proven: AtomicBool,
+    /// The bytes of the Produce requests forwarded and not yet answered (they are recorded at
+    /// their answers).
+    produce_in_flight: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -167,6 +203,7 @@ impl<'a> Decisions<'a> {
             clock: quotas.meter.clock(),
             muted_until: AtomicU64::new(0),
             proven: AtomicBool::new(principal != Principal::anonymous()),
+            produce_in_flight: AtomicU64::new(0),
             state: Mutex::new(State {
                 identity: Identity::new(principal),
                 meter: quotas.meter.client(&who.user, &who.client_id),
@@ -251,31 +288,51 @@ impl<'a> Decisions<'a> {
     /// What to do with one request that is not a quota admin request (those are the admin
     /// handler's): forward it (and how its answer is metered), answer it here, or (`Err`) close
     /// the connection. `frame` (with its size prefix) may be changed in place.
+    #[cfg(test)]
     pub(super) fn request(
         &self,
         head: &RequestHead,
         frame: &mut Frame,
         started: Instant,
     ) -> Result<Pending, String> {
+        let size = frame.len() - 4;
+        self.request_of(head, frame, size, started)
+    }
+
+    /// [`Decisions::request`] for a request of `size` bytes (after its size prefix) of which
+    /// `frame` may hold only the head: a Produce passed on to the broker as it comes, which is
+    /// metered by its size alone.
+    pub(super) fn request_of(
+        &self,
+        head: &RequestHead,
+        frame: &mut Frame,
+        size: usize,
+        started: Instant,
+    ) -> Result<Pending, String> {
         let body = &frame[4..];
         // One acquisition of the connection's state for all three: the SASL step, the (user,
-        // client-id), and for a Produce whether a producer quota applies to it.
-        let is_produce = head.api_key == ApiKey::Produce as i16;
-        let (note, who, producer_quota) = {
+        // client-id), and for a Produce whether its answer may be throttled.
+        let answered_produce = head.api_key == ApiKey::Produce as i16 && head.expects_response;
+        let (note, who, one_at_a_time) = {
             let mut state = self.state.lock();
             let note = state
                 .identity
                 .on_request(head.api_key, head.version, body)
                 .map_err(|e| e.to_string())?;
             let who = self.who(&mut state, &head.client_id(body));
-            let producer_quota = is_produce
-                && state
-                    .meter
-                    .quotas()
-                    .iter()
-                    .any(|q| q.key.quota_type() == QuotaType::ProducerByteRate);
-            (note, who, producer_quota)
+            // Pipelined while the producer buckets have room for it and for the Produce bytes
+            // already forwarded and not yet answered (recorded only then): none of their answers
+            // can be throttled. Once one can, Kafka's order: one request at a time.
+            let one_at_a_time = answered_produce
+                && state.meter.produce_room().is_some_and(|room| {
+                    room < self.produce_in_flight.load(Ordering::Relaxed) + size as u64
+                });
+            (note, who, one_at_a_time)
         };
+        if answered_produce {
+            self.produce_in_flight
+                .fetch_add(size as u64, Ordering::Relaxed);
+        }
         let local = |bytes: Bytes, throttle_ms: u64| {
             self.stats.answered_locally();
             Ok(Pending::Local {
@@ -300,11 +357,11 @@ impl<'a> Decisions<'a> {
         let mut enforce = Enforce::Time;
         match ApiKey::try_from(head.api_key) {
             Ok(ApiKey::Produce) => {
-                let bytes = (frame.len() - 4) as u64;
+                let bytes = size as u64;
                 if head.expects_response {
                     enforce = Enforce::Produce {
                         bytes,
-                        one_at_a_time: producer_quota,
+                        one_at_a_time,
                     };
                 } else {
                     // acks=0 gets no answer to record it at: recorded now, the connection muted.
@@ -386,7 +443,8 @@ impl<'a> Decisions<'a> {
 
     /// The broker's answer `wire` (its size prefix included) to `forwarded`, as the client is to
     /// have it: the SASL step's outcome taken, the brokers it names rewritten to the proxy's
-    /// listeners (through `advertise`), metered, and throttled.
+    /// listeners (through `advertise`), metered, and throttled. The answer held whole: the same
+    /// decisions as [`Decisions::plan`] and [`Decisions::finish`] on its head and then its rest.
     pub(super) fn answer(
         &self,
         forwarded: Forwarded,
@@ -395,13 +453,126 @@ impl<'a> Decisions<'a> {
         advertise: &mut dyn Advertise,
     ) -> Result<Answer, BadAnswer> {
         let head = forwarded.head;
-        let correlation_id = i32::from_be_bytes([wire[4], wire[5], wire[6], wire[7]]);
-        if correlation_id != head.correlation_id {
+        match self.plan(forwarded, &wire[4..], wire.len() - 4, started)? {
+            Plan::Pass { endpoints: true } => endpoints(head, wire, advertise).map(Answer::as_is),
+            Plan::Pass { endpoints: false } => Ok(Answer::as_is(wire)),
+            Plan::Replace(answer) => Ok(answer),
+            Plan::Whole(rest) => self.finish(rest, wire, started, advertise),
+        }
+    }
+
+    /// What to do with the broker's answer to `forwarded`, of `size` bytes (after its size
+    /// prefix), from its first bytes `head` (at least its correlation id): pass it on as it
+    /// comes, replace it, or read it whole first. Decided before the body is read, so that an
+    /// answer the proxy does not change is never held: its size is all the meter needs.
+    pub(super) fn plan(
+        &self,
+        forwarded: Forwarded,
+        head: &[u8],
+        size: usize,
+        started: Instant,
+    ) -> Result<Plan, BadAnswer> {
+        let request = forwarded.head;
+        let correlation_id = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        if correlation_id != request.correlation_id {
             return Err(BadAnswer::CorrelationId {
                 got: correlation_id,
-                expected: head.correlation_id,
+                expected: request.correlation_id,
             });
         }
+        let is_fetch = request.api_key == ApiKey::Fetch as i16;
+        // A Fetch answer's endpoints are at its end, past the records: the walk of a passed
+        // answer takes them there. Every other rewrite needs the whole answer.
+        let endpoints = is_fetch && rewrite::needs_rewrite(request.api_key, request.version);
+        if forwarded.sasl.is_some()
+            || (rewrite::needs_rewrite(request.api_key, request.version) && !endpoints)
+            || matches!(forwarded.enforce, Enforce::Mutations(_, Some(_)))
+        {
+            return Ok(Plan::Whole(Rest::Decide(forwarded)));
+        }
+        let nanos = forwarded.nanos + started.elapsed().as_nanos() as u64;
+        let throttle_ms = self.metered(&forwarded.who, |meter| {
+            let time = meter.request_time(nanos);
+            self.throttled("request", &time);
+            match &forwarded.enforce {
+                Enforce::Time => time.ms,
+                Enforce::Produce { bytes, .. } => {
+                    self.produce_in_flight.fetch_sub(*bytes, Ordering::Relaxed);
+                    let t = meter.produce(*bytes);
+                    self.throttled("produce", &t);
+                    t.ms.max(time.ms)
+                }
+                Enforce::Fetch(_) => {
+                    let t = meter.fetch(size as u64);
+                    self.throttled("fetch", &t);
+                    let ms = t.ms.max(time.ms);
+                    if ms > 0 {
+                        // Kafka answers empty and does not charge the client for what it never got.
+                        meter.refund_fetch(size as u64);
+                    }
+                    ms
+                }
+                Enforce::Mutations(ms, _) => (*ms).max(time.ms),
+            }
+        });
+        if throttle_ms == 0 {
+            return Ok(Plan::Pass { endpoints });
+        }
+        let hold = !enforce::client_throttles(request.api_key, request.version);
+        if let Enforce::Fetch(fetch) = &forwarded.enforce {
+            let broker = enforce::leading_throttle(head, ApiKey::Fetch as i16, request.version)
+                .map_or(0, |ms| u64::try_from(ms).unwrap_or(0));
+            let empty = enforce::throttled_fetch(
+                request.version,
+                request.correlation_id,
+                throttle_ms.max(broker),
+                fetch,
+            );
+            return Ok(Plan::Replace(Answer {
+                bytes: empty,
+                throttle_ms,
+                hold,
+            }));
+        }
+        Ok(Plan::Whole(Rest::Raise {
+            head: request,
+            throttle_ms,
+            hold,
+        }))
+    }
+
+    /// The answer read whole (`wire`, its size prefix included) for a [`Plan::Whole`].
+    pub(super) fn finish(
+        &self,
+        rest: Rest,
+        wire: Bytes,
+        started: Instant,
+        advertise: &mut dyn Advertise,
+    ) -> Result<Answer, BadAnswer> {
+        match rest {
+            Rest::Raise {
+                head,
+                throttle_ms,
+                hold,
+            } => Ok(Answer {
+                bytes: raised(head, wire, throttle_ms),
+                throttle_ms,
+                hold,
+            }),
+            Rest::Decide(forwarded) => self.decide_whole(forwarded, wire, started, advertise),
+        }
+    }
+
+    /// An answer that needs its bytes before anything is decided: a SASL step's, one that names
+    /// brokers, or one that takes back the topics a strict mutation quota refused.
+    fn decide_whole(
+        &self,
+        forwarded: Forwarded,
+        wire: Bytes,
+        started: Instant,
+        advertise: &mut dyn Advertise,
+    ) -> Result<Answer, BadAnswer> {
+        let head = forwarded.head;
         let mut forwarded = forwarded;
         if let Some(note) = forwarded.sasl.take() {
             let mut state = self.state.lock();
@@ -443,6 +614,7 @@ impl<'a> Decisions<'a> {
             match forwarded.enforce {
                 Enforce::Time => (out, time.ms),
                 Enforce::Produce { bytes, .. } => {
+                    self.produce_in_flight.fetch_sub(bytes, Ordering::Relaxed);
                     let t = meter.produce(bytes);
                     self.throttled("produce", &t);
                     (out, t.ms.max(time.ms))
@@ -483,10 +655,30 @@ impl<'a> Decisions<'a> {
         if throttle == 0 || matches!(ApiKey::try_from(head.api_key), Ok(ApiKey::Fetch)) {
             return (out, throttle);
         }
-        match enforce::raise_throttle(head.api_key, head.version, &out.slice(4..), throttle) {
-            Ok(Some(raised)) => (raised.freeze(), throttle),
-            Ok(None) | Err(()) => (out, throttle),
-        }
+        (raised(head, out, throttle), throttle)
+    }
+}
+
+/// The answer `wire` (with its size prefix) to the request `head`, the brokers it names rewritten
+/// to the proxy's listeners (through `advertise`).
+pub(super) fn endpoints(
+    head: RequestHead,
+    wire: Bytes,
+    advertise: &mut dyn Advertise,
+) -> Result<Bytes, BadAnswer> {
+    match rewrite::rewrite(head.api_key, head.version, &wire.slice(4..), advertise) {
+        Ok(Some(rewritten)) => Ok(rewritten),
+        Ok(None) => Ok(wire),
+        Err(e) => Err(BadAnswer::Rewrite(head, e)),
+    }
+}
+
+/// The answer `out` (with its size prefix) to the request `head` carrying a throttle of at least
+/// `throttle_ms`.
+fn raised(head: RequestHead, out: Bytes, throttle_ms: u64) -> Bytes {
+    match enforce::raise_throttle(head.api_key, head.version, &out.slice(4..), throttle_ms) {
+        Ok(Some(raised)) => raised.freeze(),
+        Ok(None) | Err(()) => out,
     }
 }
 
@@ -678,6 +870,56 @@ mod tests {
     }
 
     #[test]
+    fn produces_are_pipelined_while_the_bucket_has_room_for_every_one_unanswered() {
+        // 100 kB/s over windows of 2 x 500 ms: a fresh bucket has room for 50,000 bytes.
+        let f = Fixture::new(&[Alteration::new(&Entity::User(EntityName::Default))
+            .set("producer_byte_rate", 100_000.0)]);
+        let d = f.decisions();
+        let mut sent = Vec::new();
+        for id in 0..3 {
+            let mut frame = request(ApiKey::Produce, 9, id, &produce(20_000, 1));
+            sent.push(forwarded(&d, &mut frame));
+        }
+        let order: Vec<bool> = sent.iter().map(Forwarded::one_at_a_time).collect();
+        assert_eq!(
+            order,
+            [false, false, true],
+            "two fit the room, unanswered; the third may be throttled"
+        );
+        // Answered, the first is recorded: it holds its room as a record now, not as in flight.
+        let first = sent.remove(0);
+        let id = first.head.correlation_id;
+        let answer = d
+            .answer(
+                first,
+                response(ApiKey::Produce, 9, id, &ProduceResponse::default()),
+                Instant::now(),
+                &mut NoBrokers,
+            )
+            .unwrap();
+        assert_eq!(answer.throttle_ms, 0, "within the room: never throttled");
+        let mut frame = request(ApiKey::Produce, 9, 9, &produce(5_000, 1));
+        assert!(
+            forwarded(&d, &mut frame).one_at_a_time(),
+            "20,000 recorded, 40,000 still in flight: no room for 5,000 more"
+        );
+        // Once the others are answered and the window has moved on, there is room again.
+        for s in sent {
+            let id = s.head.correlation_id;
+            d.answer(
+                s,
+                response(ApiKey::Produce, 9, id, &ProduceResponse::default()),
+                Instant::now(),
+                &mut NoBrokers,
+            )
+            .unwrap();
+        }
+        f.clock.advance(5_000);
+        let mut frame = request(ApiKey::Produce, 9, 10, &produce(5_000, 1));
+        assert!(!forwarded(&d, &mut frame).one_at_a_time());
+    }
+
+    #[test]
     fn without_a_producer_quota_produces_are_pipelined() {
         let f = Fixture::new(&[]);
         let d = f.decisions();
@@ -791,6 +1033,101 @@ mod tests {
             1,
             "the records the client never got were refunded"
         );
+    }
+
+    #[test]
+    fn a_fetch_answer_is_planned_from_its_head_and_its_size() {
+        let f = Fixture::new(&[Alteration::new(&Entity::User(EntityName::Default))
+            .set("consumer_byte_rate", 100_000.0)]);
+        let d = f.decisions();
+        let fetch = KFetchRequest::default().with_max_bytes(52_428_800);
+        // Within the room: passed on as it comes, charged for its size before its body is read.
+        let mut frame = request(ApiKey::Fetch, 12, 5, &fetch);
+        let sent = forwarded(&d, &mut frame);
+        let wire = fetch_answer(12, 5, 30_000);
+        let size = wire.len() - 4;
+        let head = &wire[4..68];
+        assert!(matches!(
+            d.plan(sent, head, size, Instant::now()),
+            Ok(Plan::Pass { endpoints: false })
+        ));
+        let bucket = &f.quotas.meter.snapshot()[0];
+        assert_eq!(bucket.recorded_total, size as f64, "metered by its size");
+        // Over the quota: replaced by an empty answer with the throttle, the bytes refunded.
+        let mut frame = request(ApiKey::Fetch, 12, 6, &fetch);
+        let sent = forwarded(&d, &mut frame);
+        let wire = fetch_answer(12, 6, 200_000);
+        let Ok(Plan::Replace(answer)) = d.plan(sent, &wire[4..68], wire.len() - 4, Instant::now())
+        else {
+            panic!("a throttled Fetch answer is replaced");
+        };
+        assert!(answer.throttle_ms > 0);
+        let r: FetchResponse = decoded(ApiKey::Fetch, 12, answer.bytes);
+        assert!(r.responses.is_empty());
+        assert_eq!(r.throttle_time_ms as u64, answer.throttle_ms);
+        let bucket = &f.quotas.meter.snapshot()[0];
+        assert_eq!(
+            bucket.recorded_total, size as f64,
+            "the replaced answer is refunded"
+        );
+        // A Fetch whose answer names leaders (v16 and later) is still passed, its endpoints taken
+        // by the walk at its end.
+        let mut frame = request(ApiKey::Fetch, 16, 7, &fetch);
+        let sent = forwarded(&d, &mut frame);
+        f.clock.advance(10_000);
+        let wire = fetch_answer(16, 7, 1_000);
+        assert!(matches!(
+            d.plan(sent, &wire[4..68], wire.len() - 4, Instant::now()),
+            Ok(Plan::Pass { endpoints: true })
+        ));
+        // The wrong correlation id is refused from the head alone.
+        let mut frame = request(ApiKey::Fetch, 12, 8, &fetch);
+        let sent = forwarded(&d, &mut frame);
+        let wire = fetch_answer(12, 99, 1_000);
+        assert!(matches!(
+            d.plan(sent, &wire[4..68], wire.len() - 4, Instant::now()),
+            Err(BadAnswer::CorrelationId {
+                got: 99,
+                expected: 8
+            })
+        ));
+    }
+
+    #[test]
+    fn a_throttled_produce_answer_is_read_whole_for_its_throttle_and_a_sasl_one_always() {
+        let f =
+            Fixture::new(&[Alteration::new(&Entity::User(EntityName::Default))
+                .set("producer_byte_rate", 1_000.0)]);
+        let d = f.decisions();
+        let mut frame = request(ApiKey::Produce, 9, 3, &produce(1_200, 1));
+        let sent = forwarded(&d, &mut frame);
+        let wire = response(ApiKey::Produce, 9, 3, &ProduceResponse::default());
+        let Ok(Plan::Whole(rest)) = d.plan(sent, &wire[4..], wire.len() - 4, Instant::now()) else {
+            panic!("a throttled Produce answer is read whole");
+        };
+        let answer = d
+            .finish(rest, wire, Instant::now(), &mut NoBrokers)
+            .unwrap();
+        let r: ProduceResponse = decoded(ApiKey::Produce, 9, answer.bytes);
+        assert_eq!(r.throttle_time_ms as u64, answer.throttle_ms);
+        assert!(answer.throttle_ms > 0);
+        let mut shake = request(
+            ApiKey::SaslHandshake,
+            1,
+            4,
+            &SaslHandshakeRequest::default().with_mechanism(s("PLAIN")),
+        );
+        let sent = forwarded(&d, &mut shake);
+        let wire = response(
+            ApiKey::SaslHandshake,
+            1,
+            4,
+            &SaslHandshakeResponse::default(),
+        );
+        assert!(matches!(
+            d.plan(sent, &wire[4..], wire.len() - 4, Instant::now()),
+            Ok(Plan::Whole(Rest::Decide(_)))
+        ));
     }
 
     fn fetch_answer(version: i16, id: i32, records: usize) -> Bytes {

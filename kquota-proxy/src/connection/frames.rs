@@ -1,15 +1,23 @@
 //! The bytes of one side of a connection as Kafka frames: a 4-byte size, then that many bytes.
 //! [`FrameReader`] reads them through a small buffer (a frame's size, header and small body come
-//! in one system call), and [`write_frame`] writes one within a time bound.
+//! in one system call): a frame's head alone, the rest of it whole, or the rest passed on to the
+//! other side as it arrives ([`FrameReader::pass`], cut-through); [`write_frame`] writes one
+//! within a time bound.
 
 use std::io;
+use std::pin::pin;
 use std::time::Duration;
 
 use kquota_host::Frame;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::time::Instant;
 
 /// The read buffer of each side of a connection.
 const READ_BUFFER: usize = 8 * 1024;
+
+/// The most a frame passed through ([`FrameReader::pass`]) reads in one go beyond what the read
+/// buffer holds: the chunk it is read into comes from the caller's budget.
+pub(super) const PASS_CHUNK: usize = 64 * 1024;
 
 /// Incoming frames on one side of a connection.
 pub(super) struct FrameReader<R> {
@@ -103,6 +111,119 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 }
 
+/// Why a frame was not passed on whole.
+pub(super) enum PassError {
+    /// Reading it: the peer it came from closed, stalled, or failed.
+    From(BodyError),
+    /// Writing it: the peer it goes to took nothing for the idle time, or failed.
+    To(WriteError),
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// The first `want` bytes of the frame whose size prefix was `prefix` (at most the frame's
+    /// size), after the prefix: what the proxy reads before it decides whether the rest is
+    /// needed whole. Read within `idle`.
+    pub(super) async fn head(
+        &mut self,
+        prefix: [u8; 4],
+        want: usize,
+        idle: Duration,
+    ) -> Result<Vec<u8>, BodyError> {
+        let mut head = Vec::with_capacity(4 + want);
+        head.extend_from_slice(&prefix);
+        head.resize(4 + want, 0);
+        match tokio::time::timeout(idle, self.stream.read_exact(&mut head[4..])).await {
+            Ok(Ok(_)) => Ok(head),
+            Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Err(BodyError::Truncated),
+            Ok(Err(e)) => Err(BodyError::Io(e)),
+            Err(_) => Err(BodyError::Stalled),
+        }
+    }
+
+    /// The whole frame, of which `head` (its size prefix and first bytes, from
+    /// [`FrameReader::head`]) is in and `rest` bytes are still to come, read within `idle`.
+    pub(super) async fn rest(
+        &mut self,
+        head: &[u8],
+        rest: usize,
+        idle: Duration,
+    ) -> Result<Frame, BodyError> {
+        match tokio::time::timeout(
+            idle,
+            kquota_host::read_frame(&mut self.stream, head, rest, None),
+        )
+        .await
+        {
+            Ok(Ok(frame)) => Ok(frame),
+            Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Err(BodyError::Truncated),
+            Ok(Err(e)) => Err(BodyError::Io(e)),
+            Err(_) => Err(BodyError::Stalled),
+        }
+    }
+
+    /// Passes the next `n` bytes to `to` as they arrive (`None`: reads and drops them), and
+    /// flushes. `chunk` is the buffer for what the read buffer does not hold; its capacity is the
+    /// most read at once. Each side may make no progress for at most `idle`: a peer that stops
+    /// reading stalls this side's reads too, and costs nothing more than its socket.
+    pub(super) async fn pass<W: AsyncWrite + Unpin>(
+        &mut self,
+        mut n: usize,
+        mut to: Option<&mut W>,
+        chunk: &mut Vec<u8>,
+        idle: Duration,
+    ) -> Result<(), PassError> {
+        // One timer for the whole frame, pushed back at each step that moves bytes.
+        let mut stall = pin!(tokio::time::sleep(idle));
+        while n > 0 {
+            let buffered = self.stream.buffer().len();
+            let got = if buffered > 0 {
+                // What the read buffer already holds goes first, straight from it.
+                let take = buffered.min(n);
+                if let Some(w) = to.as_deref_mut() {
+                    let buf = &self.stream.buffer()[..take];
+                    tokio::select! {
+                        r = w.write_all(buf) => r.map_err(|e| PassError::To(WriteError::Io(e)))?,
+                        () = &mut stall => return Err(PassError::To(WriteError::Stalled)),
+                    }
+                }
+                self.stream.consume(take);
+                take
+            } else {
+                let room = chunk.capacity().min(n);
+                chunk.clear();
+                let mut source = self.stream.get_mut().take(room as u64);
+                let read = tokio::select! {
+                    r = source.read_buf(chunk) => r,
+                    () = &mut stall => return Err(PassError::From(BodyError::Stalled)),
+                };
+                match read {
+                    Ok(0) => return Err(PassError::From(BodyError::Truncated)),
+                    Ok(got) => {
+                        stall.as_mut().reset(Instant::now() + idle);
+                        if let Some(w) = to.as_deref_mut() {
+                            tokio::select! {
+                                r = w.write_all(&chunk[..got]) => r.map_err(|e| PassError::To(WriteError::Io(e)))?,
+                                () = &mut stall => return Err(PassError::To(WriteError::Stalled)),
+                            }
+                        }
+                        got
+                    }
+                    Err(e) => return Err(PassError::From(BodyError::Io(e))),
+                }
+            };
+            n -= got;
+            stall.as_mut().reset(Instant::now() + idle);
+        }
+        if let Some(w) = to {
+            tokio::select! {
+                r = w.flush() => r.map_err(|e| PassError::To(WriteError::Io(e)))?,
+                () = &mut stall => return Err(PassError::To(WriteError::Stalled)),
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Why a frame was not written.
 pub(super) enum WriteError {
     /// The peer took nothing for the idle time.
@@ -122,6 +243,20 @@ pub(super) async fn write_frame<W: AsyncWrite + Unpin>(
         stream.flush().await
     };
     match tokio::time::timeout(idle, write).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(WriteError::Io(e)),
+        Err(_) => Err(WriteError::Stalled),
+    }
+}
+
+/// Writes `bytes`, the first part of a frame whose rest follows, within `idle` (not flushed:
+/// the rest's last write is).
+pub(super) async fn write_part<W: AsyncWrite + Unpin>(
+    stream: &mut W,
+    bytes: &[u8],
+    idle: Duration,
+) -> Result<(), WriteError> {
+    match tokio::time::timeout(idle, stream.write_all(bytes)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(WriteError::Io(e)),
         Err(_) => Err(WriteError::Stalled),

@@ -5,13 +5,14 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use kquota_host::Frame;
+use kafka_protocol::messages::ApiKey;
+use kquota_host::{Frame, Reservation};
 use tokio::io::AsyncRead;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tracing::{debug, warn};
 
 use super::decide::{Pending, ReadOn};
-use super::frames::{write_frame, FrameReader, WriteError};
+use super::frames::{write_frame, BodyError, FrameReader, PassError, WriteError, PASS_CHUNK};
 use super::{Conn, Ended, Owed, Upstream};
 use crate::header::{self, RequestHead};
 
@@ -62,30 +63,18 @@ where
         let Ok(permit) = permit else {
             return Ended::Closed;
         };
-        let reservation = tokio::select! {
-            biased;
-            () = shared.stopping() => return Ended::Stopping,
-            r = shared.budget.reserve(4 + size) => r,
-        };
-        let Some(reservation) = reservation else {
-            // The settings make every frame the limits allow fit the budget.
-            warn!(%peer, "closing connection: a request frame of {size} bytes is larger than the buffer memory");
-            return Ended::Closed;
-        };
-        // A request that has not fully arrived is not forwarded once the proxy stops.
+        // The request whole, or of a large Produce only its head: its records are passed to the
+        // broker as they come, once the request is decided. A request that has not fully
+        // arrived is not forwarded once the proxy stops.
         let read = tokio::select! {
             biased;
             () = shared.stopping() => return Ended::Stopping,
-            r = client.body(prefix, size, config.idle_timeout) => r,
+            r = read_request(&mut client, prefix, size, conn) => r,
         };
-        let mut frame = match read {
-            Ok(f) => f,
-            Err(why) => {
-                debug!(%peer, "closing connection: {why}");
-                return Ended::Closed;
-            }
+        let Some((mut frame, reservation, rest)) = read else {
+            return Ended::Closed;
         };
-        shared.stats.bytes_from_client(frame.len());
+        shared.stats.bytes_from_client(4 + size);
         // A request read while the answer side throttled the client waits out the throttle.
         tokio::select! {
             biased;
@@ -109,7 +98,7 @@ where
             )
             .await
         } else {
-            conn.decisions.request(&head, &mut frame, started)
+            conn.decisions.request_of(&head, &mut frame, size, started)
         };
         let pending = match decided {
             Ok(p) => p,
@@ -154,6 +143,11 @@ where
             if let Err(ended) = to_the_broker(&mut upstream, &frame, conn).await {
                 return ended;
             }
+            if rest > 0 {
+                if let Err(ended) = pass_rest(&mut client, &mut upstream, rest, conn).await {
+                    return ended;
+                }
+            }
         }
         // The request's bytes are the broker's now.
         drop(reservation);
@@ -165,6 +159,98 @@ where
                 () = shared.stopping() => return Ended::Stopping,
                 _ = answered => {}
             }
+        }
+    }
+}
+
+/// Requests at most this large are read whole before they are decided; a larger Produce is
+/// decided from its head and its records passed to the broker as they come.
+const PASS_FROM: usize = 32 * 1024;
+
+/// What is read of a larger request first: its header and a Produce's `transactional_id` and
+/// `acks` (a head that holds less is read whole).
+const REQUEST_HEAD: usize = 512;
+
+/// The request of `size` bytes after `prefix`: its frame (whole, or only its head), the budget
+/// its bytes hold until the broker has them, and how many of its bytes are still to come (to be
+/// passed on). `None`: the connection closes (logged).
+async fn read_request<R: AsyncRead + Unpin>(
+    client: &mut FrameReader<R>,
+    prefix: [u8; 4],
+    size: usize,
+    conn: &Conn<'_>,
+) -> Option<(Frame, Option<Reservation>, usize)> {
+    let peer = conn.peer;
+    let idle = conn.shared.config.idle_timeout;
+    let closed = |why: BodyError| debug!(%peer, "closing connection: {why}");
+    if size <= PASS_FROM {
+        let reservation = reserve(4 + size, conn).await?;
+        let frame = client.body(prefix, size, idle).await.map_err(closed).ok()?;
+        return Some((frame, Some(reservation), 0));
+    }
+    let head = client
+        .head(prefix, REQUEST_HEAD, idle)
+        .await
+        .map_err(closed)
+        .ok()?;
+    let produce = head[4..6] == (ApiKey::Produce as i16).to_be_bytes();
+    if produce && header::parse(&head[4..]).is_ok() {
+        return Some((Frame::from(head), None, size - REQUEST_HEAD));
+    }
+    let reservation = reserve(4 + size, conn).await?;
+    let frame = client
+        .rest(&head, size - REQUEST_HEAD, idle)
+        .await
+        .map_err(closed)
+        .ok()?;
+    Some((frame, Some(reservation), 0))
+}
+
+/// `bytes` of the budget for a request's bytes; `None` if they are more than the whole budget.
+async fn reserve(bytes: usize, conn: &Conn<'_>) -> Option<Reservation> {
+    let reservation = conn.shared.budget.reserve(bytes).await;
+    if reservation.is_none() {
+        // The settings make every frame the limits allow fit the budget.
+        warn!(peer = %conn.peer, "closing connection: a request frame of {bytes} bytes is larger than the buffer memory");
+    }
+    reservation
+}
+
+/// Passes the `rest` of a request whose head the broker has from the client to the broker as it
+/// comes, through a chunk of the budget.
+async fn pass_rest<R: AsyncRead + Unpin>(
+    client: &mut FrameReader<R>,
+    upstream: &mut Upstream<'_>,
+    rest: usize,
+    conn: &Conn<'_>,
+) -> Result<(), Ended> {
+    let shared = conn.shared;
+    let peer = conn.peer;
+    let Some(_reservation) = reserve(PASS_CHUNK, conn).await else {
+        return Err(Ended::Closed);
+    };
+    let mut chunk = Vec::with_capacity(PASS_CHUNK);
+    let writer = upstream.writer(conn).await?;
+    let passed = tokio::select! {
+        r = client.pass(rest, Some(writer), &mut chunk, shared.config.idle_timeout) => r,
+        () = shared.grace_over() => {
+            debug!(%peer, "closing connection: a request not passed on while stopping");
+            return Err(Ended::Closed);
+        }
+    };
+    match passed {
+        Ok(()) => Ok(()),
+        Err(PassError::From(why)) => {
+            debug!(%peer, "closing connection: {why}");
+            Err(Ended::Closed)
+        }
+        Err(PassError::To(WriteError::Io(e))) => {
+            debug!(%peer, "closing connection: writing to the broker: {e}");
+            Err(Ended::Closed)
+        }
+        Err(PassError::To(WriteError::Stalled)) => {
+            warn!(%peer, "closing connection: the broker takes no requests");
+            Err(Ended::Closed)
         }
     }
 }
