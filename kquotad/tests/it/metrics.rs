@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::{AlterClientQuotasRequest, ApiVersionsRequest, RequestHeader};
-use kafka_protocol::protocol::{Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::protocol::{Encodable, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
