@@ -898,6 +898,9 @@ pub fn answer(
     if key == Some(ApiKey::Fetch) && (4..=18).contains(&version) {
         throttled_fetch(version, throttle_ms, session);
     }
+    if key == Some(ApiKey::Fetch) && version >= rewrite::FETCH_ENDPOINTS_FROM {
+        passed_fetch(version, frame);
+    }
 }
 
 /// The refusals of a sample request of `key` at `version` with four topics, the first three of
@@ -947,6 +950,59 @@ fn topics_in(key: ApiKey, version: i16, frame: &[u8]) -> Option<(usize, i32, usi
 
 /// The proxy's throttled Fetch answer at `version`, to a sample request in session `session`:
 /// it walks and decodes, empty, with the throttle, and the session kept only if incremental.
+/// A Fetch answer passed on as it comes (as the proxy passes one over 32 KiB): what the client
+/// gets has the broker's size, and where the bounded walk reads the broker's answer, reads as it
+/// with its endpoints rewritten as a whole answer's are (or, longer so, left out).
+fn passed_fetch(version: i16, frame: &[u8]) {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    let runtime = RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime for the walk")
+    });
+    let passed = runtime.block_on(crate::connection::fetch_walk::in_memory(
+        frame,
+        &mut Listeners,
+    ));
+    let bounded = walk::response(ApiKey::Fetch, version, frame).is_ok();
+    let out = match passed {
+        Ok(out) => out,
+        // What the bounded walk reads, the walk on the way reads too, but for an endpoint with
+        // no listener and tagged fields too large to hold.
+        Err(e) if bounded => {
+            assert!(e.contains("rewrite") || e.contains("larger than"), "{e}");
+            return;
+        }
+        Err(_) => return,
+    };
+    assert_eq!(out.len(), frame.len() + 4, "a passed answer keeps its size");
+    assert_eq!(out[..4], (frame.len() as u32).to_be_bytes());
+    if !bounded {
+        return;
+    }
+    walk::response(ApiKey::Fetch, version, &out[4..]).expect("a passed answer walks");
+    let decode = |bytes: &[u8]| {
+        let mut b = Bytes::copy_from_slice(bytes);
+        ResponseHeader::decode(&mut b, ApiKey::Fetch.response_header_version(version)).unwrap();
+        FetchResponse::decode(&mut b, version).unwrap()
+    };
+    let (sent, broker) = (decode(&out[4..]), decode(frame));
+    assert_eq!(sent.responses, broker.responses);
+    assert_eq!(sent.throttle_time_ms, broker.throttle_time_ms);
+    if !sent.node_endpoints.is_empty() {
+        let whole = rewrite::rewrite(
+            ApiKey::Fetch as i16,
+            version,
+            &Bytes::copy_from_slice(frame),
+            &mut Listeners,
+        )
+        .expect("endpoints the walk rewrote rewrite whole")
+        .expect("and change");
+        assert_eq!(sent.node_endpoints, decode(&whole[4..]).node_endpoints);
+    }
+}
+
 fn throttled_fetch(version: i16, throttle_ms: u64, (session_id, epoch): (i32, i32)) {
     let mut request = KFetchRequest::default().with_max_bytes(1_000);
     if version >= 7 {

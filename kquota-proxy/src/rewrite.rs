@@ -327,6 +327,150 @@ fn replace(
     Ok((StrBytes::from_string(host), port))
 }
 
+/// The top-level tagged fields at the end of a Fetch answer (v16 and later) that was passed on
+/// as it came (`tail`: every byte after its `responses`), with the `node_endpoints` (tag 0) they
+/// may hold rewritten to the proxy's listeners, in exactly as many bytes: the answer's size went
+/// to the client with its first bytes. `Ok(None)`: nothing to change. Endpoints that come out
+/// shorter are followed by a tagged field of zeros that no client knows (clients skip those);
+/// endpoints that would come out longer are left out, and the client asks for metadata as it
+/// did before KIP-951, when it needs a new leader. A tail that does not read as tagged fields
+/// is an error (the connection closes).
+pub(crate) fn fetch_tail(
+    tail: &[u8],
+    advertise: &mut dyn Advertise,
+) -> Result<Option<Vec<u8>>, RewriteError> {
+    let bad = |e: kquota_wire::CodecError| RewriteError::Decode(e.to_string());
+    let mut r = kquota_wire::Reader::new(tail);
+    let count = r.uvarint("fetch tagged fields").map_err(bad)?;
+    let mut fields: Vec<(u32, std::borrow::Cow<'_, [u8]>)> = Vec::new();
+    let mut endpoints = None;
+    for _ in 0..count {
+        let tag = r.uvarint("tag").map_err(bad)?;
+        let size = r.uvarint("tag size").map_err(bad)? as usize;
+        let data = r.take(size, "tagged field").map_err(bad)?;
+        if tag == 0 {
+            endpoints = Some(fields.len());
+        }
+        fields.push((tag, std::borrow::Cow::Borrowed(data)));
+    }
+    let trailing = &tail[r.position()..];
+    let Some(at) = endpoints else {
+        return Ok(None);
+    };
+    fields[at].1 = std::borrow::Cow::Owned(node_endpoints(&fields[at].1, advertise)?);
+    let encoded = tagged_section(&fields, trailing, tail.len())
+        .or_else(|| {
+            // Longer than the broker's: left out.
+            fields.remove(at);
+            tagged_section(&fields, trailing, tail.len())
+        })
+        .ok_or(RewriteError::Encode(
+            "the fetch answer's tagged fields cannot keep their size".to_owned(),
+        ))?;
+    Ok(Some(encoded))
+}
+
+/// A Fetch answer's `node_endpoints` (a tagged field's bytes) with each broker's host and port
+/// the proxy's listener for it.
+fn node_endpoints(data: &[u8], advertise: &mut dyn Advertise) -> Result<Vec<u8>, RewriteError> {
+    let bad = |e: kquota_wire::CodecError| RewriteError::Decode(e.to_string());
+    let mut r = kquota_wire::Reader::new(data);
+    let mut out = Vec::with_capacity(data.len() + 32);
+    let n = r
+        .array_len(true, false, "node_endpoints")
+        .map_err(bad)?
+        .unwrap_or(0);
+    put_uvarint(&mut out, n as u32 + 1);
+    for _ in 0..n {
+        let node_id = r.i32("node_id").map_err(bad)?;
+        let host = r.utf8(true, false, "host").map_err(bad)?.unwrap_or("");
+        let port = r.i32("port").map_err(bad)?;
+        let rest = r.position();
+        r.string(true, true, "rack").map_err(bad)?;
+        r.tagged_fields("node endpoint tagged fields")
+            .map_err(bad)?;
+        let (host, port) = advertise
+            .advertise(node_id, host, port)
+            .map_err(RewriteError::Endpoint)?;
+        out.extend_from_slice(&node_id.to_be_bytes());
+        put_uvarint(&mut out, host.len() as u32 + 1);
+        out.extend_from_slice(host.as_bytes());
+        out.extend_from_slice(&port.to_be_bytes());
+        // The rack and the endpoint's own tagged fields as they were.
+        out.extend_from_slice(&data[rest..r.position()]);
+    }
+    if r.remaining() > 0 {
+        return Err(RewriteError::Trailing(r.remaining()));
+    }
+    Ok(out)
+}
+
+/// `fields` encoded as a tagged-field section, then `trailing`, in exactly `size` bytes: padded
+/// with one more field (its tag above every other, its value zeros) if they take fewer, `None`
+/// if they take more or no padding fits the difference.
+fn tagged_section(
+    fields: &[(u32, std::borrow::Cow<'_, [u8]>)],
+    trailing: &[u8],
+    size: usize,
+) -> Option<Vec<u8>> {
+    let encode = |extra: Option<(u32, usize)>| {
+        let mut out = Vec::with_capacity(size);
+        put_uvarint(
+            &mut out,
+            (fields.len() + usize::from(extra.is_some())) as u32,
+        );
+        for (tag, data) in fields {
+            put_uvarint(&mut out, *tag);
+            put_uvarint(&mut out, data.len() as u32);
+            out.extend_from_slice(data);
+        }
+        if let Some((tag, zeros)) = extra {
+            put_uvarint(&mut out, tag);
+            put_uvarint(&mut out, zeros as u32);
+            out.resize(out.len() + zeros, 0);
+        }
+        out.extend_from_slice(trailing);
+        out
+    };
+    let plain = encode(None);
+    if plain.len() >= size {
+        return (plain.len() == size).then_some(plain);
+    }
+    // A tag no version of the message knows, above every other (tags go in order).
+    let pad_tag = fields
+        .iter()
+        .map(|(t, _)| t.saturating_add(1))
+        .max()
+        .unwrap_or(0)
+        .max(PADDING_TAG);
+    let short = size - plain.len();
+    // The padding field's tag, its size, and the count's growth take part of the difference.
+    let fixed = uvarint_len(pad_tag) + uvarint_len(fields.len() as u32 + 1)
+        - uvarint_len(fields.len() as u32);
+    (1..=5).find_map(|size_len| {
+        let zeros = short.checked_sub(fixed + size_len)?;
+        (uvarint_len(zeros as u32) == size_len).then(|| encode(Some((pad_tag, zeros))))
+    })
+}
+
+/// How many bytes `v` takes as an unsigned varint.
+fn uvarint_len(v: u32) -> usize {
+    (32 - v.leading_zeros() as usize).div_ceil(7).max(1)
+}
+
+/// The tag of the field that pads a rewritten tagged-field section to its size: far above the
+/// tags Kafka's messages use (two bytes as a varint).
+const PADDING_TAG: u32 = 0x3fff;
+
+/// Appends `v` as Kafka's unsigned varint.
+fn put_uvarint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
 #[cfg(test)]
 mod tests {
     use kafka_protocol::messages::api_versions_response::ApiVersion;

@@ -910,6 +910,12 @@ mod tests {
                 ip_port,
             ),
             ("kquota.proxy.metrics.max.buckets", "10", "0", whole),
+            (
+                "log.format",
+                "json",
+                "xml",
+                "unknown log format 'xml' (expected text or json)",
+            ),
             (TLS_CERT, pem, missing, no_file),
             (TLS_KEY, pem, missing, no_file),
             (TLS_CLIENT_CA, pem, missing, no_file),

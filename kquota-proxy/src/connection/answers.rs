@@ -12,7 +12,8 @@ use tracing::{debug, warn};
 
 use kquota_host::Reservation;
 
-use super::decide::{self, Answer, BadAnswer, Forwarded, Pending, Plan, ReadOn};
+use super::decide::{Answer, BadAnswer, Forwarded, Pending, Plan, ReadOn};
+use super::fetch_walk::{self, WalkError};
 use super::frames::{write_frame, write_part, BodyError, PassError, WriteError, PASS_CHUNK};
 use super::{Conn, Owed, UpstreamReader};
 use crate::config::HostPort;
@@ -200,7 +201,44 @@ async fn passed<W: AsyncWrite + Unpin>(
             pass::<W>(upstream, None, rest, &mut chunk, conn, addr).await?;
             answer
         }
-        Plan::Pass { endpoints: true } | Plan::Whole(_) => {
+        Plan::Pass { endpoints: true } => {
+            let _reservation = reserve(PASS_CHUNK, conn, addr).await?;
+            let mut chunk = Vec::with_capacity(PASS_CHUNK);
+            let mut learn = Learn(shared);
+            let walked = tokio::select! {
+                r = fetch_walk::pass(upstream, client, head, rest, &mut chunk, idle, &mut learn) => r,
+                () = shared.grace_over() => {
+                    debug!(peer = %conn.peer, "closing connection: the client took no answer while stopping");
+                    return None;
+                }
+            };
+            match walked {
+                Ok(()) => {}
+                Err(WalkError::Pass(PassError::From(why))) => {
+                    from_broker(why, conn, addr);
+                    return None;
+                }
+                Err(WalkError::Pass(PassError::To(why))) => {
+                    to_client(why, conn);
+                    return None;
+                }
+                Err(WalkError::Malformed(what)) => {
+                    warn!(
+                        peer = %conn.peer, upstream = %addr,
+                        "closing connection: the broker's Fetch answer v{} (correlation id {}) does not read at {what}",
+                        request.version, request.correlation_id
+                    );
+                    return None;
+                }
+                Err(WalkError::Rewrite(e)) => {
+                    refused(BadAnswer::Rewrite(request, e), conn, addr);
+                    return None;
+                }
+            }
+            shared.stats.bytes_to_client(4 + size);
+            return Some(0);
+        }
+        Plan::Whole(left) => {
             let _reservation = reserve(4 + size, conn, addr).await?;
             let wire = upstream
                 .rest(&head, rest, idle)
@@ -209,10 +247,7 @@ async fn passed<W: AsyncWrite + Unpin>(
                 .ok()?
                 .into_bytes();
             let mut learn = Learn(shared);
-            let answer = match plan {
-                Plan::Whole(left) => conn.decisions.finish(left, wire, started, &mut learn),
-                _ => decide::endpoints(request, wire, &mut learn).map(Answer::as_is),
-            };
+            let answer = conn.decisions.finish(left, wire, started, &mut learn);
             let answer = answer.map_err(|bad| refused(bad, conn, addr)).ok()?;
             return deliver(client, answer, conn).await;
         }

@@ -661,7 +661,7 @@ impl<'a> Decisions<'a> {
 
 /// The answer `wire` (with its size prefix) to the request `head`, the brokers it names rewritten
 /// to the proxy's listeners (through `advertise`).
-pub(super) fn endpoints(
+fn endpoints(
     head: RequestHead,
     wire: Bytes,
     advertise: &mut dyn Advertise,

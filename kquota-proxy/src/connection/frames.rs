@@ -161,6 +161,23 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// Appends the next `n` bytes of the frame to `out`, within `idle`.
+    pub(super) async fn read_into(
+        &mut self,
+        out: &mut Vec<u8>,
+        n: usize,
+        idle: Duration,
+    ) -> Result<(), BodyError> {
+        let from = out.len();
+        out.resize(from + n, 0);
+        match tokio::time::timeout(idle, self.stream.read_exact(&mut out[from..])).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Err(BodyError::Truncated),
+            Ok(Err(e)) => Err(BodyError::Io(e)),
+            Err(_) => Err(BodyError::Stalled),
+        }
+    }
+
     /// Passes the next `n` bytes to `to` as they arrive (`None`: reads and drops them), and
     /// flushes. `chunk` is the buffer for what the read buffer does not hold; its capacity is the
     /// most read at once. Each side may make no progress for at most `idle`: a peer that stops

@@ -10,6 +10,7 @@
 
 mod answers;
 mod decide;
+pub(crate) mod fetch_walk;
 mod frames;
 mod requests;
 
