@@ -92,9 +92,12 @@ async fn open(config: &ServerConfig) -> Result<(Opened, Option<Members>), StartE
         #[cfg(feature = "cluster")]
         Some(bootstrap) => {
             let cluster = cluster_config(config, bootstrap);
-            let engine = open_engine(&settings, ConfigSource::LogBeside(&cluster, &config.data_dir))
-                .await
-                .map_err(opened)?;
+            let engine = open_engine(
+                &settings,
+                ConfigSource::LogBeside(&cluster, &config.data_dir),
+            )
+            .await
+            .map_err(opened)?;
             let members = Members::start(&cluster, Arc::clone(&engine.engine))
                 .await
                 .map_err(StartError::Cluster)?;
