@@ -1,6 +1,8 @@
 //! One shared rate: its measure (a windowed rate or a token bucket), its lock-free allowance and
 //! the totals kept for snapshots.
 
+mod clients;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
@@ -12,6 +14,7 @@ use super::decision::{BucketOwner, Throttle, ThrottleCause};
 use super::rate::{TokenBucket, Window, WindowedRate};
 use crate::entity::Level;
 use crate::key::{QuotaKey, QuotaType};
+pub(super) use clients::ClientTable;
 
 /// The metered state of one bucket.
 // Rates hold their samples inline on purpose (one allocation per bucket); token buckets, the small
@@ -77,6 +80,8 @@ pub(super) struct BucketState {
     pub(super) recorded: f64,
     pub(super) throttle_ms_total: u64,
     pub(super) throttle_count: u64,
+    /// For a bucket of all of one user's client-ids: which of them recorded what.
+    pub(super) clients: ClientTable,
 }
 
 impl BucketState {
@@ -128,6 +133,7 @@ impl<const N: usize> Bucket<Allowance<[CachePadded<Stripe>; N]>> {
                 recorded: 0.0,
                 throttle_ms_total: 0,
                 throttle_count: 0,
+                clients: ClientTable::default(),
             }),
             last_ms: AtomicU64::new(now),
             expired: AtomicBool::new(false),

@@ -34,6 +34,11 @@ impl Meter {
 
 /// The meter of one connection's (user, client-id). Not shared between threads: each connection owns
 /// one, and the buckets behind it are shared.
+///
+/// What it records into a bucket of all of its user's client-ids is also attributed to its
+/// client-id ([`BucketSnapshot::clients`](super::BucketSnapshot::clients)): summed here, and
+/// handed to the bucket at most once per sample window (when the bucket's lock is free) and when
+/// the meter is dropped, so that attribution costs a request one addition.
 pub struct ClientMeter {
     meter: Meter,
     user: Arc<str>,
@@ -42,6 +47,12 @@ pub struct ClientMeter {
     sweeps: u64,
     resolved: Resolved,
     buckets: [Option<Arc<Bucket>>; QuotaKey::CLIENT_COUNT],
+    /// Whether each key's bucket is shared by all of the user's client-ids.
+    shared: [bool; QuotaKey::CLIENT_COUNT],
+    /// What this meter recorded into each shared bucket and has not attributed yet.
+    pending: [f64; QuotaKey::CLIENT_COUNT],
+    /// When the pending values are attributed next (ms).
+    attribute_at: u64,
 }
 
 impl fmt::Debug for ClientMeter {
@@ -67,6 +78,10 @@ impl ClientMeter {
             sweeps: 0,
             resolved,
             buckets: Default::default(),
+            shared: [false; QuotaKey::CLIENT_COUNT],
+            pending: [0.0; QuotaKey::CLIENT_COUNT],
+            // The first request attributes at once: a new client-id shows at its first scrape.
+            attribute_at: 0,
         };
         client.refresh();
         client
@@ -90,13 +105,54 @@ impl ClientMeter {
         if generation == self.generation && !expired {
             return;
         }
+        // What was recorded into the buckets about to be replaced goes to them first.
+        if self.pending.iter().any(|&p| p != 0.0) {
+            let now = inner.clock.now_ms();
+            self.attribute(now, true);
+        }
+        let inner = &self.meter.inner;
         self.generation = generation;
         self.resolved = inner.engine.resolve(&self.user, &self.client_id);
         for key in QuotaKey::client_keys() {
-            self.buckets[key.index()] = self.resolved.get(key).map(|q| {
+            let i = key.index();
+            self.buckets[i] = self.resolved.get(key).map(|q| {
                 let owner = BucketOwner::of(q.bucket_scope(), &self.user, &self.client_id);
                 inner.bucket(key, owner, Some(q.level))
             });
+            self.shared[i] = self.buckets[i]
+                .as_ref()
+                .is_some_and(|b| matches!(b.owner, BucketOwner::User(_)));
+        }
+    }
+
+    /// Hands what this meter recorded into its shared buckets to them, attributed to its
+    /// client-id: waiting for each bucket's lock when `wait`, else leaving a busy bucket's for the
+    /// next request.
+    #[cold]
+    fn attribute(&mut self, now: u64, wait: bool) {
+        let inner = &self.meter.inner;
+        let mut done = true;
+        for (pending, bucket) in self.pending.iter_mut().zip(&self.buckets) {
+            if *pending == 0.0 {
+                continue;
+            }
+            match bucket {
+                Some(b) if !inner.attribute(b, &self.client_id, *pending, now, wait) => {
+                    done = false
+                }
+                _ => *pending = 0.0,
+            }
+        }
+        if done {
+            self.attribute_at = now.saturating_add(inner.window.window_ms);
+        }
+    }
+
+    /// [`ClientMeter::attribute`] if it is due at `now`.
+    #[inline]
+    fn attribute_if_due(&mut self, now: u64) {
+        if now >= self.attribute_at {
+            self.attribute(now, false);
         }
     }
 
@@ -125,11 +181,18 @@ impl ClientMeter {
                 continue;
             };
             let ms = inner.record_rate(bucket, limit, bytes as f64, None, now);
+            if self.shared[key.index()] {
+                self.pending[key.index()] += bytes as f64;
+            }
             if ms > longest.map_or(0, |(longest, _)| longest) {
                 longest = Some((ms, bucket));
             }
         }
-        longest.map_or_else(Throttle::default, |(ms, bucket)| bucket.throttle(ms))
+        let throttle = longest.map_or_else(Throttle::default, |(ms, bucket)| bucket.throttle(ms));
+        if let Some(now) = now {
+            self.attribute_if_due(now);
+        }
+        throttle
     }
 
     /// Records a produce request of `bytes` and returns the throttle.
@@ -176,6 +239,9 @@ impl ClientMeter {
             };
             let now = *now.get_or_insert_with(|| inner.clock.now_ms());
             inner.unrecord(bucket, bytes as f64, now);
+            if self.shared[key.index()] {
+                self.pending[key.index()] -= bytes as f64;
+            }
         }
     }
 
@@ -192,7 +258,12 @@ impl ClientMeter {
         let value = nanos as f64 * 100.0 / 1e9;
         let now = inner.clock.now_ms();
         let ms = inner.record_rate(bucket, q.limit, value, Some(inner.window.window_ms), now);
-        bucket.throttle(ms)
+        let throttle = bucket.throttle(ms);
+        if self.shared[key.index()] {
+            self.pending[key.index()] += value;
+        }
+        self.attribute_if_due(now);
+        throttle
     }
 
     /// Records `n` partition mutations against `controller_mutation_rate`, strict or not as the
@@ -275,5 +346,15 @@ impl ClientMeter {
             })
             .map(|limit| (limit * seconds) as u64)
             .min()
+    }
+}
+
+impl Drop for ClientMeter {
+    /// Attributes what is still pending, so that a closed connection's last bytes count too.
+    fn drop(&mut self) {
+        if self.pending.iter().any(|&p| p != 0.0) {
+            let now = self.meter.inner.clock.now_ms();
+            self.attribute(now, true);
+        }
     }
 }

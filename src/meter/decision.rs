@@ -103,4 +103,13 @@ pub struct BucketSnapshot {
     /// For a `bps` key, which view `limit` came from; `None` for the other units, or before the
     /// first request.
     pub bps_view: Option<BpsView>,
+    /// For a bucket every client-id of one user records into ([`BucketOwner::User`], a windowed
+    /// rate): the client-ids that made up `measured`, each with its part of it (in `measured`'s
+    /// units), busiest first. At most 16, chosen by what they recorded over about the quota
+    /// window; a connection's bytes are attributed at most once per sample window and when it
+    /// closes, so a part trails the bucket's rate by up to a sample. Empty for other buckets.
+    pub clients: Vec<(Arc<str>, f64)>,
+    /// The part of `measured` that no client-id in `clients` accounts for: what client-ids
+    /// beyond the 16 recorded (0 until there have been more than 16).
+    pub clients_other: f64,
 }

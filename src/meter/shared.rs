@@ -181,9 +181,15 @@ impl Meter {
                 let mut state = b.state.lock();
                 state.reclaim(&b.allowance);
                 let limit = state.limit;
-                let measured = match &mut state.measure {
-                    Measure::Rate(r) => r.measure(self.inner.window, now).0,
-                    Measure::Tokens(t) => t.tokens(self.inner.window, limit, now),
+                let (measured, rate) = match &mut state.measure {
+                    Measure::Rate(r) => (r.measure(self.inner.window, now).0, true),
+                    Measure::Tokens(t) => (t.tokens(self.inner.window, limit, now), false),
+                };
+                // A token bucket's measure is what is left, not what anyone recorded.
+                let (clients, other) = if rate {
+                    state.clients.shares(now, self.inner.attribution_tau_ms())
+                } else {
+                    (Vec::new(), 0.0)
                 };
                 BucketSnapshot {
                     key: b.key,
@@ -195,6 +201,11 @@ impl Meter {
                     throttle_ms_total: state.throttle_ms_total,
                     throttle_count: state.throttle_count,
                     bps_view: BpsViewCode::view(b.bps_view.load(Ordering::Relaxed), instances),
+                    clients: clients
+                        .into_iter()
+                        .map(|(client, share)| (client, share * measured))
+                        .collect(),
+                    clients_other: other * measured,
                 }
             })
             .collect();
@@ -399,6 +410,36 @@ impl Inner {
             }
             _ => Some(value),
         }
+    }
+
+    /// The time constant client-ids' counts decay with: half the quota window, so that their mean
+    /// age is the window's (see `bucket/clients.rs`).
+    pub(super) fn attribution_tau_ms(&self) -> f64 {
+        self.active_ms() as f64 / 2.0
+    }
+
+    /// Attributes `value`, recorded into `bucket` by `client_id`, to that client-id: with the lock
+    /// waited for when `wait`, else only if it is free (`false` when it was not, and nothing done).
+    pub(super) fn attribute(
+        &self,
+        bucket: &Bucket,
+        client_id: &Arc<str>,
+        value: f64,
+        now: u64,
+        wait: bool,
+    ) -> bool {
+        let mut state = if wait {
+            bucket.state.lock()
+        } else {
+            match bucket.state.try_lock() {
+                Some(state) => state,
+                None => return false,
+            }
+        };
+        state
+            .clients
+            .add(client_id, value, now, self.attribution_tau_ms());
+        true
     }
 
     fn active_ms(&self) -> u64 {

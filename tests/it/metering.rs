@@ -584,3 +584,148 @@ fn produce_room_is_what_the_buckets_take_before_a_throttle() {
     clock.advance(20_000);
     assert_eq!(c.produce_room(), Some(5_000));
 }
+
+/// The bucket of `owner` and `key` in a snapshot of `meter`.
+fn snapshot_of(meter: &Meter, owner: &BucketOwner, key: QuotaKey) -> kquota::meter::BucketSnapshot {
+    meter
+        .snapshot()
+        .into_iter()
+        .find(|b| &b.owner == owner && b.key == key)
+        .expect("bucket")
+}
+
+fn close_to(actual: f64, expected: f64) -> bool {
+    (actual - expected).abs() <= 1e-9 * expected.abs().max(1.0)
+}
+
+#[test]
+fn a_users_bucket_says_which_client_ids_made_its_rate() {
+    let (_, clock, meter) = setup(
+        Engine::new(),
+        &[
+            user("u").set("producer_byte_rate", 1e9),
+            Alteration::new(&Entity::ClientId(d())).set("consumer_byte_rate", 1e9),
+        ],
+    );
+    let (mut a, mut b) = (meter.client("u", "a"), meter.client("u", "b"));
+    for _ in 0..20 {
+        a.produce(3_000);
+        b.produce(1_000);
+        let _ = a.fetch(500);
+        clock.advance(1_000);
+    }
+    let produce = snapshot_of(
+        &meter,
+        &BucketOwner::User("u".into()),
+        QuotaKey::PRODUCER_BROKER_BPS,
+    );
+    assert!(produce.measured > 0.0);
+    let [(first, share_a), (second, share_b)] = produce.clients.as_slice() else {
+        panic!("two client-ids: {:?}", produce.clients);
+    };
+    assert_eq!((&**first, &**second), ("a", "b"));
+    assert!(close_to(*share_a, 0.75 * produce.measured), "{produce:?}");
+    assert!(close_to(*share_b, 0.25 * produce.measured), "{produce:?}");
+    assert_eq!(produce.clients_other, 0.0);
+    // A bucket of one client-id for every user is not split by client-id.
+    let fetch = snapshot_of(
+        &meter,
+        &BucketOwner::ClientId("a".into()),
+        QuotaKey::CONSUMER_BROKER_BPS,
+    );
+    assert!(fetch.measured > 0.0 && fetch.clients.is_empty());
+
+    // b stops; what it recorded fades with the window, and a's part grows to all of it.
+    for _ in 0..120 {
+        a.produce(3_000);
+        clock.advance(1_000);
+    }
+    let produce = snapshot_of(
+        &meter,
+        &BucketOwner::User("u".into()),
+        QuotaKey::PRODUCER_BROKER_BPS,
+    );
+    assert_eq!(produce.clients.len(), 1, "{produce:?}");
+    assert!(close_to(produce.clients[0].1, produce.measured));
+}
+
+#[test]
+fn a_connection_attributes_once_a_sample_and_when_it_closes() {
+    let (_, clock, meter) = setup(Engine::new(), &[user("u").set("producer_byte_rate", 1e9)]);
+    let shares = |meter: &Meter| {
+        let s = snapshot_of(
+            meter,
+            &BucketOwner::User("u".into()),
+            QuotaKey::PRODUCER_BROKER_BPS,
+        );
+        s.clients
+            .iter()
+            .map(|(c, rate)| (c.to_string(), rate / s.measured))
+            .collect::<Vec<_>>()
+    };
+    let mut a = meter.client("u", "a");
+    a.produce(1_000);
+    let mut b = meter.client("u", "b");
+    b.produce(1_000);
+    // Within the same sample, a's next bytes wait in its meter.
+    a.produce(2_000);
+    assert_eq!(shares(&meter), [("a".into(), 0.5), ("b".into(), 0.5)]);
+    // A sample later they are due; what was attributed before has decayed by e^(-1 s / 5.5 s),
+    // half the quota window.
+    clock.advance(1_000);
+    let kept = (-1.0f64 / 5.5).exp() * 1_000.0;
+    a.produce(1_000);
+    let (a_total, b_total) = (kept + 3_000.0, kept);
+    let share = |x: f64| x / (a_total + b_total);
+    let close = |got: Vec<(String, f64)>, want: [(&str, f64); 2]| {
+        assert_eq!(got.len(), 2, "{got:?}");
+        for ((c, s), (wc, ws)) in got.iter().zip(want) {
+            assert!(
+                c == wc && (s - ws).abs() < 1e-12,
+                "{got:?} against {want:?}"
+            );
+        }
+    };
+    close(
+        shares(&meter),
+        [("a", share(a_total)), ("b", share(b_total))],
+    );
+    // b's first request of the sample is attributed at once, its next when it closes.
+    b.produce(4_000);
+    b.produce(500);
+    drop(b);
+    let b_total = b_total + 4_500.0;
+    let share = |x: f64| x / (a_total + b_total);
+    close(
+        shares(&meter),
+        [("b", share(b_total)), ("a", share(a_total))],
+    );
+}
+
+#[test]
+fn a_flood_of_client_ids_stays_bounded_and_keeps_the_busy_one() {
+    let (_, clock, meter) = setup(Engine::new(), &[user("u").set("producer_byte_rate", 1e12)]);
+    let mut big = meter.client("u", "big");
+    for second in 0..50 {
+        big.produce(1_000_000);
+        for i in 0..200 {
+            meter
+                .client("u", &format!("flood-{second}-{i}"))
+                .produce(100);
+        }
+        clock.advance(1_000);
+    }
+    let s = snapshot_of(
+        &meter,
+        &BucketOwner::User("u".into()),
+        QuotaKey::PRODUCER_BROKER_BPS,
+    );
+    assert!(s.clients.len() <= 16, "{}", s.clients.len());
+    assert_eq!(&*s.clients[0].0, "big");
+    // 1,000,000 of every 1,020,000 bytes.
+    assert!(close_to(s.clients[0].1, s.measured * 1e6 / 1.02e6), "{s:?}");
+    let listed: f64 = s.clients.iter().map(|(_, r)| r).sum();
+    assert!(s.clients_other > 0.0);
+    assert!(close_to(listed + s.clients_other, s.measured), "{s:?}");
+    assert_eq!(meter.bucket_count(), 1);
+}

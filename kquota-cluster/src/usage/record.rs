@@ -328,6 +328,8 @@ mod tests {
             throttle_ms_total: 0,
             throttle_count: throttles,
             bps_view: Some(kquota::BpsView::SharedUsage),
+            clients: Vec::new(),
+            clients_other: 0.0,
         }
     }
 
