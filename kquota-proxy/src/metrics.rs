@@ -16,7 +16,9 @@
 //! | `controller_mutation_rate` | `kquota_proxy_controller_mutation_tokens` (a token bucket, not a rate) |
 //!
 //! and the rest are kquota's own: `kquota_proxy_bucket_limit`, `kquota_proxy_bucket_throttles`,
-//! `kquota_proxy_bucket_throttle_time_seconds`, `kquota_proxy_bucket_recorded`. At most `max_buckets`
+//! `kquota_proxy_bucket_throttle_time_seconds`, `kquota_proxy_bucket_recorded`, and for a bucket of
+//! all of one user's client-ids, `kquota_proxy_bucket_client_rate`: which client-ids made up its
+//! measured rate (at most [`MAX_CLIENTS_PER_BUCKET`], the rest `__other__`). At most `max_buckets`
 //! buckets get series of their own (the most throttled, then the busiest, ties by name); the
 //! others are summed per quota key into series labelled `__other__`, so that a scrape's size is
 //! bounded whatever the clients call themselves. [`Stats`] are the proxy-wide counters.
@@ -46,8 +48,14 @@ use tracing::warn;
 /// its bucket.
 pub(crate) const MAX_LABEL_BYTES: usize = 256;
 
-/// The label value of the series that sum the buckets beyond `max_buckets`.
+/// The label value of the series that sum the buckets beyond `max_buckets`, and of a user's
+/// client-ids beyond [`MAX_CLIENTS_PER_BUCKET`].
 pub(crate) const OTHER: &str = "__other__";
+
+/// The most client-ids a user's bucket names in `kquota_proxy_bucket_client_rate` (its busiest;
+/// the rest are summed as `client_id="__other__"`). Of the 16 the meter keeps per bucket, so that
+/// the ones named are the ones its table is surest of.
+pub(crate) const MAX_CLIENTS_PER_BUCKET: usize = 5;
 
 /// The kinds of throttle [`Stats::throttled`] counts, by their `kind` label: Kafka's quota groups
 /// (Produce, Fetch, Request, ControllerMutation), lowercase.
@@ -488,6 +496,9 @@ const MEASURED: [(QuotaType, &str, &str); 5] = [
 #[derive(Debug)]
 struct Buckets {
     series: BTreeMap<BucketLabels, BucketValues>,
+    /// Each exported user bucket's client-ids and their parts of its rate: the bucket's labels
+    /// with `client_id` the contributor's.
+    clients: BTreeMap<BucketLabels, f64>,
     total: usize,
     folded: usize,
 }
@@ -512,11 +523,14 @@ impl Buckets {
         }
         let (own, folded) = order.split_at(kept);
         let mut series = BTreeMap::new();
+        let mut clients = BTreeMap::new();
         for &i in own {
             let b = &buckets[i];
+            let labels = BucketLabels::of(b);
+            add_clients(&mut clients, &labels, b);
             // Capped names can coincide: such buckets share one series rather than repeat it.
             series
-                .entry(BucketLabels::of(b))
+                .entry(labels)
                 .or_insert_with(BucketValues::default)
                 .add(b);
         }
@@ -532,9 +546,38 @@ impl Buckets {
         series.extend(other.into_iter().map(|(k, v)| (BucketLabels::other(k), v)));
         Buckets {
             series,
+            clients,
             total: buckets.len(),
             folded: folded.len(),
         }
+    }
+}
+
+/// Adds the client-ids of `b`, a bucket exported with `labels`, to `out`: its busiest
+/// [`MAX_CLIENTS_PER_BUCKET`] by name (capped), the rest and what the meter could not name summed
+/// as [`OTHER`]. Parts whose labels coincide (capped names, or a client-id that is itself
+/// `__other__`) are summed.
+fn add_clients(out: &mut BTreeMap<BucketLabels, f64>, labels: &BucketLabels, b: &BucketSnapshot) {
+    // Only a bucket without a client-id of its own has its client-ids in that label.
+    if !labels.client_id.is_empty() || (b.clients.is_empty() && b.clients_other <= 0.0) {
+        return;
+    }
+    let mut add = |client_id: &str, rate: f64| {
+        let labels = BucketLabels {
+            client_id: client_id.to_owned(),
+            ..labels.clone()
+        };
+        *out.entry(labels).or_default() += finite(rate).max(0.0);
+    };
+    let (named, rest) = b
+        .clients
+        .split_at(MAX_CLIENTS_PER_BUCKET.min(b.clients.len()));
+    for (client_id, rate) in named {
+        add(capped(client_id), *rate);
+    }
+    if !rest.is_empty() || b.clients_other > 0.0 {
+        let other = rest.iter().map(|(_, r)| finite(*r).max(0.0)).sum::<f64>();
+        add(OTHER, other + finite(b.clients_other));
     }
 }
 
@@ -552,6 +595,13 @@ impl Collector for Buckets {
                     .map(|(l, v)| (l, ConstGauge::new(v.measured))),
             )?;
         }
+        family(
+            &mut encoder,
+            "kquota_proxy_bucket_client_rate",
+            "For a bucket of all of one user's client-ids: the part of its measured rate (in its units) each client-id made, its busiest by name and the rest summed as __other__.",
+            MetricType::Gauge,
+            self.clients.iter().map(|(l, v)| (l, ConstGauge::new(*v))),
+        )?;
         family(
             &mut encoder,
             "kquota_proxy_bucket_limit",
@@ -1019,8 +1069,17 @@ mod tests {
         );
         assert_eq!(value(&s, "kquota_proxy_buckets"), 5.0);
         assert_eq!(value(&s, "kquota_proxy_buckets_folded"), 2.0);
-        // Three series of their own and one __other__, in each of the five bucket families.
-        assert_eq!(s.len(), 5 * 4 + 2 + 8 + 1 + 8);
+        // Three series of their own and one __other__, in each of the five bucket families; the
+        // three own buckets' one client-id each, and none for the folded.
+        assert_eq!(s.len(), 5 * 4 + 3 + 2 + 8 + 1 + 8);
+        let client = |user: &str| {
+            format!(
+                "kquota_proxy_bucket_client_rate{}",
+                labels(user, "app", "", "producer_byte_rate", "default_user")
+            )
+        };
+        assert_eq!(value(&s, &client("u5")), snap("u5").measured);
+        assert!(!s.contains_key(&client("u3")));
 
         // Nothing of its own: one __other__ series with everything.
         let s = samples(&render(&meter, &stats, 0));
@@ -1033,6 +1092,78 @@ mod tests {
                 .iter()
                 .sum::<f64>()
         );
+    }
+
+    #[test]
+    fn a_users_bucket_names_its_busiest_client_ids_and_sums_the_rest() {
+        let (meter, clock) = meter(&[
+            Alteration::new(&Entity::User(named("alice"))).set("producer_byte_rate", 1e9),
+            Alteration::new(&Entity::UserClient(named("bob"), EntityName::Default))
+                .set("producer_byte_rate", 1e9),
+        ]);
+        let evil = format!("ev\"il\n{}", "x".repeat(300));
+        // Seven client-ids, the busiest the hostile one; bob's buckets are his client-ids' own.
+        let clients = [evil.as_str(), "c1", "c2", "c3", "c4", "c5", "c6"];
+        let mut meters: Vec<_> = clients.iter().map(|c| meter.client("alice", c)).collect();
+        for _ in 0..5 {
+            for (i, m) in meters.iter_mut().enumerate() {
+                let _ = m.produce(7_000 - 1_000 * i as u64);
+            }
+            let _ = meter.client("bob", "b1").produce(100);
+            clock.advance(1_000);
+        }
+        drop(meters);
+        let snap = bucket(
+            &meter,
+            &BucketOwner::User("alice".into()),
+            QuotaKey::PRODUCER_BROKER_BPS,
+        );
+        assert_eq!(snap.clients.len(), 7);
+        let text = render(&meter, &Stats::default(), 100);
+        let s = samples(&text);
+        let series = |client: &str| {
+            format!(
+                "kquota_proxy_bucket_client_rate{}",
+                labels("alice", client, "", "producer_byte_rate", "user")
+            )
+        };
+        let kept = format!("ev\\\"il\\n{}", "x".repeat(256 - 6));
+        assert_eq!(value(&s, &series(&kept)), snap.clients[0].1);
+        for (i, client) in ["c1", "c2", "c3", "c4"].iter().enumerate() {
+            assert_eq!(
+                value(&s, &series(client)),
+                snap.clients[i + 1].1,
+                "{client}"
+            );
+        }
+        assert!(!s.contains_key(&series("c5")) && !s.contains_key(&series("c6")));
+        let other = value(&s, &series(OTHER));
+        assert_eq!(other, snap.clients[5].1 + snap.clients[6].1);
+        // The parts add up to the bucket's rate.
+        let parts: f64 = s
+            .iter()
+            .filter(|(k, _)| k.starts_with("kquota_proxy_bucket_client_rate{user=\"alice\""))
+            .map(|(_, v)| v.parse::<f64>().unwrap())
+            .sum();
+        let rate = value(
+            &s,
+            &format!(
+                "kafka_server_produce_byte_rate{}",
+                labels("alice", "", "", "producer_byte_rate", "user")
+            ),
+        );
+        assert!((parts - rate).abs() < 1e-9 * rate, "{parts} against {rate}");
+        assert_eq!(
+            s.keys()
+                .filter(|k| k.starts_with("kquota_proxy_bucket_client_rate"))
+                .count(),
+            MAX_CLIENTS_PER_BUCKET + 1,
+            "none for bob's own bucket"
+        );
+        assert!(text.contains("# TYPE kquota_proxy_bucket_client_rate gauge\n"));
+        // A folded bucket names no client-id.
+        let s = samples(&render(&meter, &Stats::default(), 0));
+        assert!(!s.keys().any(|k| k.contains("client_rate")), "{s:#?}");
     }
 
     #[test]
