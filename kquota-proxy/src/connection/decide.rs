@@ -490,31 +490,7 @@ impl<'a> Decisions<'a> {
         {
             return Ok(Plan::Whole(Rest::Decide(forwarded)));
         }
-        let nanos = forwarded.nanos + started.elapsed().as_nanos() as u64;
-        let throttle_ms = self.metered(&forwarded.who, |meter| {
-            let time = meter.request_time(nanos);
-            self.throttled("request", &time);
-            match &forwarded.enforce {
-                Enforce::Time => time.ms,
-                Enforce::Produce { bytes, .. } => {
-                    self.produce_in_flight.fetch_sub(*bytes, Ordering::Relaxed);
-                    let t = meter.produce(*bytes);
-                    self.throttled("produce", &t);
-                    t.ms.max(time.ms)
-                }
-                Enforce::Fetch(_) => {
-                    let t = meter.fetch(size as u64);
-                    self.throttled("fetch", &t);
-                    let ms = t.ms.max(time.ms);
-                    if ms > 0 {
-                        // Kafka answers empty and does not charge the client for what it never got.
-                        meter.refund_fetch(size as u64);
-                    }
-                    ms
-                }
-                Enforce::Mutations(ms, _) => (*ms).max(time.ms),
-            }
-        });
+        let throttle_ms = self.charge(&forwarded, size, started);
         if throttle_ms == 0 {
             return Ok(Plan::Pass { endpoints });
         }
@@ -601,59 +577,71 @@ impl<'a> Decisions<'a> {
         })
     }
 
-    /// Meters the answer `out` (with its size prefix) to a forwarded request, as Kafka's broker
-    /// does when the answer is ready: the answer to send (a throttled Fetch is answered empty,
-    /// KIP-219; others carry the longer of the proxy's and the broker's throttle) and the proxy's
-    /// throttle.
-    fn enforce_answer(&self, forwarded: Forwarded, out: Bytes, started: Instant) -> (Bytes, u64) {
-        let head = forwarded.head;
+    /// Meters the answer of `size` bytes (after its size prefix) to `forwarded`, as Kafka's broker
+    /// does when the answer is ready: the proxy's time on the request, and its Produce bytes, its
+    /// Fetch answer's bytes (given back if the answer is throttled: Kafka answers it empty and
+    /// does not charge the client for what it never got) or its mutations' throttle. The
+    /// proxy's throttle.
+    fn charge(&self, forwarded: &Forwarded, size: usize, started: Instant) -> u64 {
         let nanos = forwarded.nanos + started.elapsed().as_nanos() as u64;
-        let (out, throttle) = self.metered(&forwarded.who, |meter| {
+        self.metered(&forwarded.who, |meter| {
             let time = meter.request_time(nanos);
             self.throttled("request", &time);
-            match forwarded.enforce {
-                Enforce::Time => (out, time.ms),
+            match &forwarded.enforce {
+                Enforce::Time => time.ms,
                 Enforce::Produce { bytes, .. } => {
-                    self.produce_in_flight.fetch_sub(bytes, Ordering::Relaxed);
-                    let t = meter.produce(bytes);
+                    self.produce_in_flight.fetch_sub(*bytes, Ordering::Relaxed);
+                    let t = meter.produce(*bytes);
                     self.throttled("produce", &t);
-                    (out, t.ms.max(time.ms))
+                    t.ms.max(time.ms)
                 }
-                Enforce::Fetch(request) => {
-                    let bytes = (out.len() - 4) as u64;
-                    let t = meter.fetch(bytes);
+                Enforce::Fetch(_) => {
+                    let t = meter.fetch(size as u64);
                     self.throttled("fetch", &t);
                     let ms = t.ms.max(time.ms);
-                    if ms == 0 {
-                        return (out, 0);
+                    if ms > 0 {
+                        meter.refund_fetch(size as u64);
                     }
-                    // Kafka answers empty and does not charge the client for what it never got.
-                    meter.refund_fetch(bytes);
-                    let broker = fetch_throttle(&out, head.version);
-                    let empty = enforce::throttled_fetch(
-                        head.version,
-                        head.correlation_id,
-                        ms.max(broker),
-                        &request,
-                    );
-                    (empty, ms)
+                    ms
                 }
-                Enforce::Mutations(ms, None) => (out, ms.max(time.ms)),
-                Enforce::Mutations(ms, Some(refused)) => {
-                    let ms = ms.max(time.ms);
-                    let merged = enforce::merge_refused(
-                        head.api_key,
-                        head.version,
-                        &out.slice(4..),
-                        refused,
-                        ms,
-                    );
-                    (merged.unwrap_or(out), ms)
-                }
+                Enforce::Mutations(ms, _) => (*ms).max(time.ms),
             }
-        });
-        if throttle == 0 || matches!(ApiKey::try_from(head.api_key), Ok(ApiKey::Fetch)) {
-            return (out, throttle);
+        })
+    }
+
+    /// Meters the answer `out` (with its size prefix) to a forwarded request ([`Decisions::charge`])
+    /// and makes the answer to send: a throttled Fetch is answered empty (KIP-219); a mutation
+    /// answer takes back the topics the proxy refused; others carry the longer of the proxy's
+    /// and the broker's throttle. With the proxy's throttle.
+    fn enforce_answer(&self, forwarded: Forwarded, out: Bytes, started: Instant) -> (Bytes, u64) {
+        let head = forwarded.head;
+        let throttle = self.charge(&forwarded, out.len() - 4, started);
+        let out = match forwarded.enforce {
+            Enforce::Fetch(request) => {
+                if throttle == 0 {
+                    return (out, 0);
+                }
+                let broker = fetch_throttle(&out, head.version);
+                let empty = enforce::throttled_fetch(
+                    head.version,
+                    head.correlation_id,
+                    throttle.max(broker),
+                    &request,
+                );
+                return (empty, throttle);
+            }
+            Enforce::Mutations(_, Some(refused)) => enforce::merge_refused(
+                head.api_key,
+                head.version,
+                &out.slice(4..),
+                refused,
+                throttle,
+            )
+            .unwrap_or(out),
+            _ => out,
+        };
+        if throttle == 0 {
+            return (out, 0);
         }
         (raised(head, out, throttle), throttle)
     }

@@ -97,17 +97,25 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         size: usize,
         idle: Duration,
     ) -> Result<Frame, BodyError> {
-        match tokio::time::timeout(
+        within(
             idle,
             kquota_host::read_frame(&mut self.stream, &prefix, size, None),
         )
         .await
-        {
-            Ok(Ok(frame)) => Ok(frame),
-            Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Err(BodyError::Truncated),
-            Ok(Err(e)) => Err(BodyError::Io(e)),
-            Err(_) => Err(BodyError::Stalled),
-        }
+    }
+}
+
+/// `read`, a read of a frame's bytes, within `idle`: a peer that closes within the frame sent a
+/// truncated one, and one that sends nothing for `idle` stalled.
+async fn within<T>(
+    idle: Duration,
+    read: impl std::future::Future<Output = io::Result<T>>,
+) -> Result<T, BodyError> {
+    match tokio::time::timeout(idle, read).await {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Err(BodyError::Truncated),
+        Ok(Err(e)) => Err(BodyError::Io(e)),
+        Err(_) => Err(BodyError::Stalled),
     }
 }
 
@@ -132,12 +140,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         let mut head = Vec::with_capacity(4 + want);
         head.extend_from_slice(&prefix);
         head.resize(4 + want, 0);
-        match tokio::time::timeout(idle, self.stream.read_exact(&mut head[4..])).await {
-            Ok(Ok(_)) => Ok(head),
-            Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Err(BodyError::Truncated),
-            Ok(Err(e)) => Err(BodyError::Io(e)),
-            Err(_) => Err(BodyError::Stalled),
-        }
+        within(idle, self.stream.read_exact(&mut head[4..])).await?;
+        Ok(head)
     }
 
     /// The whole frame, of which `head` (its size prefix and first bytes, from
@@ -148,17 +152,11 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         rest: usize,
         idle: Duration,
     ) -> Result<Frame, BodyError> {
-        match tokio::time::timeout(
+        within(
             idle,
             kquota_host::read_frame(&mut self.stream, head, rest, None),
         )
         .await
-        {
-            Ok(Ok(frame)) => Ok(frame),
-            Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Err(BodyError::Truncated),
-            Ok(Err(e)) => Err(BodyError::Io(e)),
-            Err(_) => Err(BodyError::Stalled),
-        }
     }
 
     /// Appends the next `n` bytes of the frame to `out`, within `idle`.
@@ -170,12 +168,9 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     ) -> Result<(), BodyError> {
         let from = out.len();
         out.resize(from + n, 0);
-        match tokio::time::timeout(idle, self.stream.read_exact(&mut out[from..])).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Err(BodyError::Truncated),
-            Ok(Err(e)) => Err(BodyError::Io(e)),
-            Err(_) => Err(BodyError::Stalled),
-        }
+        within(idle, self.stream.read_exact(&mut out[from..]))
+            .await
+            .map(drop)
     }
 
     /// Passes the next `n` bytes to `to` as they arrive (`None`: reads and drops them), and
