@@ -7,6 +7,7 @@ use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryDa
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::audit::EntityOutcome;
 use crate::body::{decode, read_body, respond};
 use crate::frame::{fit_message, put, response_header, Header, ReadResult, Reader};
 use crate::handler::Handler;
@@ -220,16 +221,6 @@ pub const MAX_OPS_PER_ENTRY: usize = 64;
 /// rather than by the engine (whose entity checks are quadratic too). Such an entity is never valid:
 /// only `user`, `client-id` and `ip` exist.
 pub const MAX_PARTS_PER_ENTRY: usize = 16;
-
-/// The outcome for one distinct entity of a batch.
-pub(super) struct EntityOutcome {
-    /// The entity as collapsed from the request, in first-appearance order.
-    pub(super) entity: Vec<EntityPart>,
-    /// How many parts the request sent for its first copy.
-    pub(super) sent_parts: usize,
-    /// `None` on success.
-    pub(super) error: Option<ApiError>,
-}
 
 /// Kafka's message for `UNKNOWN_SERVER_ERROR`.
 const UNKNOWN_SERVER_ERROR_MESSAGE: &str =

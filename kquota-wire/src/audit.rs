@@ -16,8 +16,18 @@ use std::fmt::Write as _;
 
 use kquota::{Alteration, ApiError, EntityPart};
 
-use crate::alter::EntityOutcome;
 use crate::security::Session;
+
+/// The outcome for one distinct entity of an alteration batch: what the answer says of it, and
+/// what the audit line says.
+pub(crate) struct EntityOutcome {
+    /// The entity as collapsed from the request, in first-appearance order.
+    pub(crate) entity: Vec<EntityPart>,
+    /// How many parts the request sent for its first copy.
+    pub(crate) sent_parts: usize,
+    /// `None` on success.
+    pub(crate) error: Option<ApiError>,
+}
 
 /// The tracing target of the audit's lines.
 pub const AUDIT_TARGET: &str = "kquota::audit";
