@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::bucket::{Bucket, Measure};
 use super::decision::{BucketOwner, MutationDecision, Throttle};
 use super::rate;
-use super::shared::Meter;
+use super::shared::{Inner, Meter};
 use crate::key::QuotaKey;
 use crate::resolve::Resolved;
 
@@ -47,12 +47,49 @@ pub struct ClientMeter {
     sweeps: u64,
     resolved: Resolved,
     buckets: [Option<Arc<Bucket>>; QuotaKey::CLIENT_COUNT],
+    /// Only for a meter with a bucket shared by all of its user's client-ids: boxed, so that the
+    /// others, most meters, stay as small as before (a broker visits thousands of them in turn).
+    attribution: Option<Box<Attribution>>,
+}
+
+/// What a meter recorded into its user's shared buckets and has not attributed yet.
+#[derive(Debug)]
+struct Attribution {
     /// Whether each key's bucket is shared by all of the user's client-ids.
     shared: [bool; QuotaKey::CLIENT_COUNT],
-    /// What this meter recorded into each shared bucket and has not attributed yet.
+    /// What was recorded into each shared bucket since it was last attributed.
     pending: [f64; QuotaKey::CLIENT_COUNT],
-    /// When the pending values are attributed next (ms).
-    attribute_at: u64,
+    /// When the pending values are attributed next (ms). The first request attributes at once,
+    /// so that a new client-id shows at the next scrape.
+    at: u64,
+}
+
+impl Attribution {
+    /// Hands the pending values to their buckets, attributed to `client_id`: waiting for each
+    /// bucket's lock when `wait`, else leaving a busy bucket's for the next request.
+    #[cold]
+    fn attribute(
+        &mut self,
+        inner: &Inner,
+        buckets: &[Option<Arc<Bucket>>],
+        client_id: &Arc<str>,
+        now: u64,
+        wait: bool,
+    ) {
+        let mut done = true;
+        for (pending, bucket) in self.pending.iter_mut().zip(buckets) {
+            if *pending == 0.0 {
+                continue;
+            }
+            match bucket {
+                Some(b) if !inner.attribute(b, client_id, *pending, now, wait) => done = false,
+                _ => *pending = 0.0,
+            }
+        }
+        if done {
+            self.at = now.saturating_add(inner.window.window_ms);
+        }
+    }
 }
 
 impl fmt::Debug for ClientMeter {
@@ -78,10 +115,7 @@ impl ClientMeter {
             sweeps: 0,
             resolved,
             buckets: Default::default(),
-            shared: [false; QuotaKey::CLIENT_COUNT],
-            pending: [0.0; QuotaKey::CLIENT_COUNT],
-            // The first request attributes at once: a new client-id shows at its first scrape.
-            attribute_at: 0,
+            attribution: None,
         };
         client.refresh();
         client
@@ -106,53 +140,65 @@ impl ClientMeter {
             return;
         }
         // What was recorded into the buckets about to be replaced goes to them first.
-        if self.pending.iter().any(|&p| p != 0.0) {
-            let now = inner.clock.now_ms();
-            self.attribute(now, true);
-        }
+        self.attribute_all();
         let inner = &self.meter.inner;
         self.generation = generation;
         self.resolved = inner.engine.resolve(&self.user, &self.client_id);
+        let mut shared = [false; QuotaKey::CLIENT_COUNT];
         for key in QuotaKey::client_keys() {
             let i = key.index();
             self.buckets[i] = self.resolved.get(key).map(|q| {
                 let owner = BucketOwner::of(q.bucket_scope(), &self.user, &self.client_id);
                 inner.bucket(key, owner, Some(q.level))
             });
-            self.shared[i] = self.buckets[i]
+            shared[i] = self.buckets[i]
                 .as_ref()
                 .is_some_and(|b| matches!(b.owner, BucketOwner::User(_)));
         }
+        self.attribution = shared.contains(&true).then(|| {
+            let at = self.attribution.as_ref().map_or(0, |a| a.at);
+            Box::new(Attribution {
+                shared,
+                pending: [0.0; QuotaKey::CLIENT_COUNT],
+                at,
+            })
+        });
     }
 
-    /// Hands what this meter recorded into its shared buckets to them, attributed to its
-    /// client-id: waiting for each bucket's lock when `wait`, else leaving a busy bucket's for the
-    /// next request.
-    #[cold]
-    fn attribute(&mut self, now: u64, wait: bool) {
-        let inner = &self.meter.inner;
-        let mut done = true;
-        for (pending, bucket) in self.pending.iter_mut().zip(&self.buckets) {
-            if *pending == 0.0 {
-                continue;
+    /// Attributes everything pending, waiting for the buckets' locks.
+    fn attribute_all(&mut self) {
+        if let Some(a) = &mut self.attribution {
+            if a.pending.iter().any(|&p| p != 0.0) {
+                let inner = &self.meter.inner;
+                let now = inner.clock.now_ms();
+                a.attribute(inner, &self.buckets, &self.client_id, now, true);
             }
-            match bucket {
-                Some(b) if !inner.attribute(b, &self.client_id, *pending, now, wait) => {
-                    done = false
-                }
-                _ => *pending = 0.0,
-            }
-        }
-        if done {
-            self.attribute_at = now.saturating_add(inner.window.window_ms);
         }
     }
 
-    /// [`ClientMeter::attribute`] if it is due at `now`.
+    /// Counts `value` recorded into the bucket of `key` for attribution.
+    #[inline]
+    fn note(&mut self, key: QuotaKey, value: f64) {
+        if let Some(a) = &mut self.attribution {
+            if a.shared[key.index()] {
+                a.pending[key.index()] += value;
+            }
+        }
+    }
+
+    /// Attributes what is pending if it is due at `now`.
     #[inline]
     fn attribute_if_due(&mut self, now: u64) {
-        if now >= self.attribute_at {
-            self.attribute(now, false);
+        if let Some(a) = &mut self.attribution {
+            if now >= a.at {
+                a.attribute(
+                    &self.meter.inner,
+                    &self.buckets,
+                    &self.client_id,
+                    now,
+                    false,
+                );
+            }
         }
     }
 
@@ -181,8 +227,10 @@ impl ClientMeter {
                 continue;
             };
             let ms = inner.record_rate(bucket, limit, bytes as f64, None, now);
-            if self.shared[key.index()] {
-                self.pending[key.index()] += bytes as f64;
+            if let Some(a) = &mut self.attribution {
+                if a.shared[key.index()] {
+                    a.pending[key.index()] += bytes as f64;
+                }
             }
             if ms > longest.map_or(0, |(longest, _)| longest) {
                 longest = Some((ms, key.index()));
@@ -248,8 +296,10 @@ impl ClientMeter {
             };
             let now = *now.get_or_insert_with(|| inner.clock.now_ms());
             inner.unrecord(bucket, bytes as f64, now);
-            if self.shared[key.index()] {
-                self.pending[key.index()] -= bytes as f64;
+            if let Some(a) = &mut self.attribution {
+                if a.shared[key.index()] {
+                    a.pending[key.index()] -= bytes as f64;
+                }
             }
         }
     }
@@ -267,9 +317,7 @@ impl ClientMeter {
         let value = nanos as f64 * 100.0 / 1e9;
         let now = inner.clock.now_ms();
         let ms = inner.record_rate(bucket, q.limit, value, Some(inner.window.window_ms), now);
-        if self.shared[key.index()] {
-            self.pending[key.index()] += value;
-        }
+        self.note(key, value);
         self.attribute_if_due(now);
         self.throttle(Some((ms, key.index())))
     }
@@ -360,9 +408,6 @@ impl ClientMeter {
 impl Drop for ClientMeter {
     /// Attributes what is still pending, so that a closed connection's last bytes count too.
     fn drop(&mut self) {
-        if self.pending.iter().any(|&p| p != 0.0) {
-            let now = self.meter.inner.clock.now_ms();
-            self.attribute(now, true);
-        }
+        self.attribute_all();
     }
 }
