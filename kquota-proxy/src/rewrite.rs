@@ -334,7 +334,8 @@ fn replace(
 /// shorter are followed by a tagged field of zeros that no client knows (clients skip those);
 /// endpoints that would come out longer are left out, and the client asks for metadata as it
 /// did before KIP-951, when it needs a new leader. A tail that does not read as tagged fields
-/// is an error (the connection closes).
+/// is an error (the connection closes), and so are bytes after them, as they are after a whole
+/// answer's body.
 pub(crate) fn fetch_tail(
     tail: &[u8],
     advertise: &mut dyn Advertise,
@@ -353,16 +354,19 @@ pub(crate) fn fetch_tail(
         }
         fields.push((tag, std::borrow::Cow::Borrowed(data)));
     }
-    let trailing = &tail[r.position()..];
+    if r.remaining() > 0 {
+        // As a whole answer with bytes after its body is refused.
+        return Err(RewriteError::Trailing(r.remaining()));
+    }
     let Some(at) = endpoints else {
         return Ok(None);
     };
     fields[at].1 = std::borrow::Cow::Owned(node_endpoints(&fields[at].1, advertise)?);
-    let encoded = tagged_section(&fields, trailing, tail.len())
+    let encoded = tagged_section(&fields, tail.len())
         .or_else(|| {
             // Longer than the broker's: left out.
             fields.remove(at);
-            tagged_section(&fields, trailing, tail.len())
+            tagged_section(&fields, tail.len())
         })
         .ok_or(RewriteError::Encode(
             "the fetch answer's tagged fields cannot keep their size".to_owned(),
@@ -386,7 +390,8 @@ fn node_endpoints(data: &[u8], advertise: &mut dyn Advertise) -> Result<Vec<u8>,
         let host = r.utf8(true, false, "host").map_err(bad)?.unwrap_or("");
         let port = r.i32("port").map_err(bad)?;
         let rest = r.position();
-        r.string(true, true, "rack").map_err(bad)?;
+        // Read as kafka-protocol reads it for a whole answer: UTF-8, or refused.
+        r.utf8(true, true, "rack").map_err(bad)?;
         r.tagged_fields("node endpoint tagged fields")
             .map_err(bad)?;
         let (host, port) = advertise
@@ -405,14 +410,10 @@ fn node_endpoints(data: &[u8], advertise: &mut dyn Advertise) -> Result<Vec<u8>,
     Ok(out)
 }
 
-/// `fields` encoded as a tagged-field section, then `trailing`, in exactly `size` bytes: padded
-/// with one more field (its tag above every other, its value zeros) if they take fewer, `None`
-/// if they take more or no padding fits the difference.
-fn tagged_section(
-    fields: &[(u32, std::borrow::Cow<'_, [u8]>)],
-    trailing: &[u8],
-    size: usize,
-) -> Option<Vec<u8>> {
+/// `fields` encoded as a tagged-field section in exactly `size` bytes: padded with one more field
+/// (its tag above every other, its value zeros) if they take fewer, `None` if they take more or no
+/// padding fits the difference.
+fn tagged_section(fields: &[(u32, std::borrow::Cow<'_, [u8]>)], size: usize) -> Option<Vec<u8>> {
     let encode = |extra: Option<(u32, usize)>| {
         let mut out = Vec::with_capacity(size);
         put_uvarint(
@@ -429,7 +430,6 @@ fn tagged_section(
             put_uvarint(&mut out, zeros as u32);
             out.resize(out.len() + zeros, 0);
         }
-        out.extend_from_slice(trailing);
         out
     };
     let plain = encode(None);

@@ -398,6 +398,13 @@ mod tests {
         huge[at] = 0xff;
         huge.splice(at + 1..at + 1, [0xff, 0xff, 0xff, 0x07]);
         assert!(in_memory(&huge, &mut Listeners("proxy")).await.is_err());
+        // Bytes after the answer's tagged fields, as after a whole answer's body, are refused.
+        let mut trailing = frame.clone();
+        trailing.push(0);
+        let err = in_memory(&trailing, &mut Listeners("proxy"))
+            .await
+            .unwrap_err();
+        assert!(err.contains("after its body"), "{err}");
         // An endpoint the proxy has no listener for.
         let unknown = answer(16, 1_000, &[(9, "b9")]);
         let err = in_memory(&unknown, &mut Listeners("proxy"))
