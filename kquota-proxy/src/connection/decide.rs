@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use kquota::meter::{ClientMeter, Clock, Throttle};
+use kquota::QuotaType;
 use kquota_host::Frame;
 use kquota_wire::Principal;
 use parking_lot::Mutex;
@@ -183,9 +184,6 @@ pub(super) struct Decisions<'a> {
     /// The broker authenticated the connection (or its TLS certificate named it), or answered
     /// a request that needs no authentication.
     proven: AtomicBool,
-    /// The bytes of the Produce requests forwarded and not yet answered (they are recorded at
-    /// their answers).
-    produce_in_flight: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -203,7 +201,6 @@ impl<'a> Decisions<'a> {
             clock: quotas.meter.clock(),
             muted_until: AtomicU64::new(0),
             proven: AtomicBool::new(principal != Principal::anonymous()),
-            produce_in_flight: AtomicU64::new(0),
             state: Mutex::new(State {
                 identity: Identity::new(principal),
                 meter: quotas.meter.client(&who.user, &who.client_id),
@@ -321,15 +318,15 @@ impl<'a> Decisions<'a> {
                 .map_err(|e| e.to_string())?;
             let who = self.who(&mut state, &head.client_id(body));
             // Under a producer quota, Kafka's order: one request at a time (pipelining while
-            // the bucket had room let bursts of a whole window through, and the KIP-55 pair
-            // fell 5-6 % under its quotas in CI).
-            let one_at_a_time = answered_produce && state.meter.produce_room().is_some();
+            // the bucket had room let bursts of a whole window through).
+            let one_at_a_time = answered_produce
+                && state
+                    .meter
+                    .quotas()
+                    .iter()
+                    .any(|q| q.key.quota_type() == QuotaType::ProducerByteRate);
             (note, who, one_at_a_time)
         };
-        if answered_produce {
-            self.produce_in_flight
-                .fetch_add(size as u64, Ordering::Relaxed);
-        }
         let local = |bytes: Bytes, throttle_ms: u64| {
             self.stats.answered_locally();
             Ok(Pending::Local {
@@ -587,7 +584,6 @@ impl<'a> Decisions<'a> {
             match &forwarded.enforce {
                 Enforce::Time => time.ms,
                 Enforce::Produce { bytes, .. } => {
-                    self.produce_in_flight.fetch_sub(*bytes, Ordering::Relaxed);
                     let t = meter.produce(*bytes);
                     self.throttled("produce", &t);
                     t.ms.max(time.ms)
