@@ -20,19 +20,21 @@ convergence, quotas set at the proxy with Kafka's kafka-configs (ConfigCommand):
   as fast as it can against producer_byte_rate 1 MiB/s, each stack, within 5%; a consumer against
   consumer_byte_rate 1 MiB/s, each stack, at most 5% above it and at least Kafka's own rate for the
   same consumer less 5% (see converged()); two clients of one SCRAM user sharing a KIP-55 remainder
-  (user 2 MiB/s, {user, client a} 0.5 MiB/s: a held to 0.5, b to 1.5).
+  (user 2 MiB/s, {user, client a} 0.5 MiB/s: a held to 0.5, b to 1.5), client a also run directly
+  against Kafka under the same (user, client-id) quota and judged against that run.
 differential: each of those producers and consumers run twice at the same time, once through the
   proxy (quota at the proxy only) and once directly against Kafka (the same quota in Kafka only):
-  achieved rates within 5% of each other, the throttle times the clients saw side by side.
+  achieved rates within 5% of each other, the throttle times the clients saw side by side; and
+  KIP-55's client a against the same client under Kafka's own (user, client-id) quota.
 the proxies' stop: SIGTERM, exit 0, "stopped" logged, no WARN or ERROR line.
 
 Rates are what the clients achieved (bytes acknowledged or consumed, sampled every 100 ms from the
 first one), from the end of the first quota window (quota.window.num x quota.window.size.seconds =
 11 s) over KQUOTA_PROXY_RATE_SECONDS (default 20; KQUOTA_PROXY_FULL=1 makes it 30), librdkafka's
 producers over at least LIBRDKAFKA_PRODUCER_S (60), each end averaged over one throttle cycle (see
-measure()). The rate clients run in six phases of at most
-four clients at once (Java and librdkafka producers; the KIP-55 pair; the three-broker producer's
-pair; kafka-python producers; Java and librdkafka consumers; kafka-python consumers). The first five
+measure()). The rate clients run in six phases of at most four clients at once (Java and
+librdkafka producers; the KIP-55 pair with client a's Kafka run; the three-broker producer's pair;
+kafka-python producers; Java and librdkafka consumers; kafka-python consumers). The first five
 cases of convergence and the three-broker case are also told apart from what Kafka does: see
 converged() and per_proxy().
 
@@ -506,7 +508,13 @@ class Suite:
                                     "--entity-type", "users", "--entity-name", "alice"], admin_cfg),
                   (sasl.bootstrap, ["--alter", "--add-config", "producer_byte_rate=%d" % KIP55_SUB_RATE,
                                     "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
-                                    "--entity-name", self.kip55_cid("a")], admin_cfg)]
+                                    "--entity-name", self.kip55_cid("a")], admin_cfg),
+                  # Kafka's own KIP-55 enforcement of the same client, for client a's differential.
+                  (self.cluster["PLAINTEXT"].split(",")[0], ["--alter", "--add-config",
+                                                             "producer_byte_rate=%d" % KIP55_SUB_RATE,
+                                                             "--entity-type", "users", "--entity-name", "alice",
+                                                             "--entity-type", "clients",
+                                                             "--entity-name", self.kip55_cid("kafka-a")], None)]
         with ThreadPoolExecutor(3) as ex:
             list(ex.map(lambda c: self.config_command(*c), calls))
         # What each side describes: the proxy its own quotas (it answers DescribeClientQuotas itself), Kafka its.
@@ -539,7 +547,7 @@ class Suite:
         rid = self.run_id
         source = "rate-source-%s" % rid
         produce_topics = {(w, s): "rate-%s-%s-%s" % (w, s, rid) for w in ("proxy", "kafka") for s in STACK_NAMES}
-        kip55_topics = {c: "kip55-%s-%s" % (c, rid) for c in ("a", "b")}
+        kip55_topics = {c: "kip55-%s-%s" % (c, rid) for c in ("a", "b", "kafka-a")}
         spread_topic = "rate-spread-%s" % rid
         # Each consumer reads from the start of one shared topic, so it must hold more than any reads.
         fill = int((FIRST_WINDOW_S + self.rate_seconds + SMOOTH_S) * RATE * 1.5 + 20 * RATE)
@@ -573,6 +581,13 @@ class Suite:
         kip55 = [job("kip55-" + c, "java", "produce-rate",
                      client_conf("java", "SASL_PLAINTEXT", sasl.bootstrap, client_id=self.kip55_cid(c), user="alice"),
                      kip55_topics[c]) for c in ("a", "b")]
+        # Client a once more, straight to Kafka under the same (user, client-id) quota: a bursty
+        # producer's rate over 20 s at 0.5 MiB/s is as much Kafka's window as the quota, so client
+        # a is judged against Kafka's run, as the other differentials are.
+        kip55.append(job("kip55-kafka-a", "java", "produce-rate",
+                         client_conf("java", "SASL_PLAINTEXT", self.cluster["SASL_PLAINTEXT"],
+                                     client_id=self.kip55_cid("kafka-a"), user="alice"),
+                         kip55_topics["kafka-a"]))
         # At most four clients at once on two shared cores: more starve the Java clients (C1 only,
         # still compiling) below their quotas. kafka-python computes CRC32C in pure Python (no crc32c
         # module), so it gets phases of its own.
@@ -580,7 +595,7 @@ class Suite:
             ("Java and librdkafka producers", pair("java", "produce-rate", lambda w: produce_topics[(w, "java")])
              + [dict(j, min_seconds=LIBRDKAFKA_PRODUCER_S)
                 for j in pair("librdkafka", "produce-rate", lambda w: produce_topics[(w, "librdkafka")])]),
-            ("KIP-55's two clients", kip55),
+            ("KIP-55's two clients, and client a straight to Kafka", kip55),
             ("a producer to three brokers, through the proxy and directly", spread),
             ("kafka-python producers", pair("kafka-python", "produce-rate",
                                             lambda w: produce_topics[(w, "kafka-python")])),
@@ -608,13 +623,15 @@ class Suite:
                   "proxy (Kafka: per broker)" % RATE, self.per_proxy, produced[("spread-proxy", "java")],
                   produced[("spread-kafka", "java")])
         self.case("convergence: KIP-55, alice's client a held to its sub-quota %d B/s" % KIP55_SUB_RATE,
-                  self.converged, produced[("kip55-a", "java")], KIP55_SUB_RATE)
+                  self.converged, produced[("kip55-a", "java")], KIP55_SUB_RATE, produced[("kip55-kafka-a", "java")])
         self.case("convergence: KIP-55, alice's client b held to the remainder %d B/s" % (KIP55_USER_RATE - KIP55_SUB_RATE),
                   self.converged, produced[("kip55-b", "java")], KIP55_USER_RATE - KIP55_SUB_RATE)
         for kind, jobs in (("producer", produced), ("consumer", consumed)):
             for s in STACK_NAMES:
                 self.case("differential: %s %s, quota enforced by Kafka vs by the proxy" % (s, kind),
                           self.differential, jobs[("kafka", s)], jobs[("proxy", s)])
+        self.case("differential: KIP-55, alice's client a, its (user, client-id) quota enforced by Kafka vs by the proxy",
+                  self.differential, produced[("kip55-kafka-a", "java")], produced[("kip55-a", "java")])
 
     def converged(self, job, target, kafka_job=None):
         """Held to `target`: at most TOLERANCE above it, and, when `kafka_job` (the same client throttled
