@@ -1,6 +1,7 @@
 """Turns the JSON lines of kquota-proxy/bench/run.sh into markdown tables.
 
     report.py RESULTS.jsonl
+    report.py --many RESULTS.jsonl     (the MANY=1 run's lines: {"kind": "many", ...})
 
 Each throughput line: {"kind": "throughput", "workload", "path" ("direct"|"proxy"), "round",
 "mb_s", "mb", "cpu_ms" (proxied runs)}; each latency line: {"kind": "latency", "round", "direct",
@@ -34,7 +35,40 @@ def verdict(ok_median, ok_all):
     return "**not met**"
 
 
+def many(rows):
+    """The MANY=1 run: memory per connection, latency added, CPU per MiB, by round."""
+    by_round = {}
+    for r in rows:
+        if r["kind"] == "many":
+            by_round.setdefault(r["round"], {})[r["path"]] = r
+    pairs = [v for v in by_round.values() if "direct" in v and "proxy" in v]
+    print("Rounds: %d (each runs the same load directly and through the proxy, in alternating order)." % len(pairs))
+    print()
+    per_conn = [(v["proxy"]["rss_open_kib"] - v["proxy"]["rss_before_kib"]) / v["proxy"]["open"]["connections"]
+                for v in pairs]
+    cpu = [v["proxy"]["cpu_ms"] / (v["proxy"]["done"]["bytes"] / 1048576.0) for v in pairs]
+    print("| figure | direct | kquota-proxy | added by the proxy |")
+    print("| --- | --- | --- | --- |")
+    print("| proxy memory per open connection (RSS growth / connections), KiB | — | %s | — |" % med_range(per_conn))
+    for q in ("p50", "p99", "p999"):
+        d = [v["direct"]["done"][q + "_us"] for v in pairs]
+        p = [v["proxy"]["done"][q + "_us"] for v in pairs]
+        print("| Produce round trip %s, µs | %s | %s | %s |" % (q, med_range(d, "%.0f"), med_range(p, "%.0f"),
+                                                               med_range([b - a for a, b in zip(d, p)], "%.0f")))
+    for label, key in (("requests answered a second", "requests"), ("MiB a second sent", "bytes")):
+        scale = 1.0 if key == "requests" else 1 / 1048576.0
+        d = [v["direct"]["done"][key] * scale / v["direct"]["done"]["seconds"] for v in pairs]
+        p = [v["proxy"]["done"][key] * scale / v["proxy"]["done"]["seconds"] for v in pairs]
+        print("| %s | %s | %s | — |" % (label, med_range(d), med_range(p)))
+    print("| proxy CPU (user + system) per MiB sent, ms | — | %s | — |" % med_range(cpu, "%.2f"))
+    print()
+    print("Figures are median (min–max) over the rounds.")
+
+
 def main():
+    if sys.argv[1] == "--many":
+        many([json.loads(line) for line in open(sys.argv[2]) if line.strip()])
+        return
     rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
     tp = [r for r in rows if r["kind"] == "throughput"]
     lat = [r for r in rows if r["kind"] == "latency"]

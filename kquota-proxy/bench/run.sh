@@ -30,6 +30,12 @@
 #   ROUNDS=5 bash kquota-proxy/bench/run.sh
 #   KQUOTA_PROXY_BIN=path/to/kquota-proxy bash kquota-proxy/bench/run.sh    # that binary, not built
 #   BENCH_OUT=results.md bash kquota-proxy/bench/run.sh                      # the report, also there
+#   MANY=1 bash kquota-proxy/bench/run.sh          # instead: 10,000 connections, 1,000 producing
+#       (MANY_CONNECTIONS, MANY_PRODUCING, MANY_RATE requests/s each, MANY_SECONDS, MANY_ROUNDS),
+#       directly and through the proxy: memory per connection, added latency, CPU per MiB
+#   PROFILE=1 bash kquota-proxy/bench/run.sh       # instead: system calls, context switches and CPU
+#       per small request through the proxy and through forward.rs (strace -c, /proc), and the
+#       proxy's top symbols (perf); PROFILE_REQUESTS (20000) of one PROFILE_BATCH-byte batch (1024)
 #
 # Needs cargo, python3, java 17+ and mvn. The clients are Kafka's own tools on the classpath of
 # interop/kafka (a JVM of their own per run, -Xmx512m, default JIT; kafka.sh's `java` caps the JIT at
@@ -88,6 +94,17 @@ echo "== resolving Apache Kafka (Maven Central) and building interop/kafka" >&2
 CP="$ROOT/interop/kafka/target/classes:$(cat "$ROOT/interop/kafka/target/classpath.txt")"
 jrun() { java -Xms128m -Xmx512m -XX:+UseSerialGC -Dlog4j2.level=warn -cp "$CP" "$@"; }
 
+MANY_CONNECTIONS="${MANY_CONNECTIONS:-10000}" MANY_PRODUCING="${MANY_PRODUCING:-1000}" MANY_RATE="${MANY_RATE:-5}"
+MANY_SECONDS="${MANY_SECONDS:-30}" MANY_ROUNDS="${MANY_ROUNDS:-3}" MANY_PARTITIONS="${MANY_PARTITIONS:-10}"
+if [ -n "${MANY:-}" ]; then
+  # Each connection costs the proxy two descriptors (client and broker) and the broker and the
+  # clients one each: raise the limit, which the broker and the proxy inherit.
+  want=$((2 * MANY_CONNECTIONS + 4096))
+  [ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge "$want" ] || ulimit -Hn "$want" ||
+    die "MANY=1 needs $want descriptors and the hard limit is $(ulimit -Hn) (raising it needs root)"
+  ulimit -Sn "$want"
+fi
+
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== load average before: $LOAD_BEFORE" >&2
 
@@ -108,6 +125,7 @@ EXTRA=()
 HELP="$("$PROXY_BIN" --help 2>&1 || true)"
 QUOTAS=no
 if grep -q -- '--data-dir' <<<"$HELP"; then EXTRA+=(--data-dir "$WORK/proxy-data"); fi
+if [ -n "${MANY:-}" ]; then EXTRA+=(--max-connections $((MANY_CONNECTIONS + 100))); fi
 if grep -q -- '--super-users' <<<"$HELP"; then EXTRA+=(--super-users "User:ANONYMOUS"); QUOTAS=maybe; fi
 # The proxy's own count of the bytes it took from and gave to clients, when it exports one: the
 # CPU per MiB is then per MiB that crossed it (requests and answers), not only the records.
@@ -285,6 +303,110 @@ both() { # <round> <function> <workload> <args before bootstrap...> -- <args aft
     "$fn" "$workload" "$p" "$round" "$addr" "$@"
   done
 }
+
+# Context switches of a process, all its threads, voluntary and involuntary.
+ctx_switches() {
+  cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches:/ {n += $2} END {print n}'
+}
+
+# PROFILE=1: what one small request costs each forwarding process, and where the proxy's CPU goes.
+profile() {
+  topic bench-profile
+  local n="${PROFILE_REQUESTS:-20000}" b="${PROFILE_BATCH:-1024}" args=() name pid addr
+  "$PYTHON" "$HERE/cpu.py" "$PROXY" bench-profile 2000 "$b" 1 >/dev/null || die "cpu.py failed (warm-up)"
+  for name in kquota-proxy forward; do
+    pid="$PROXY_PID" addr="$PROXY"
+    [ "$name" = forward ] && { pid="$FWD_PID" addr="$FWD"; }
+    [ -n "$addr" ] || continue
+    local c0 c1 t0 t1 u0 s0 u1 s1
+    c0="$(ctx_switches "$pid")" t0="$(cpu_ticks "$pid")"
+    "$PYTHON" "$HERE/cpu.py" "$addr" bench-profile "$n" "$b" 1 >"$WORK/profile-$name.cpu" || die "cpu.py failed through $name"
+    c1="$(ctx_switches "$pid")" t1="$(cpu_ticks "$pid")"
+    read -r u0 s0 <<<"$t0"
+    read -r u1 s1 <<<"$t1"
+    echo "   $name: $(cat "$WORK/profile-$name.cpu")" >&2
+    strace -c -f -q -p "$pid" -o "$WORK/profile-$name.strace" &
+    local strace_pid=$!
+    sleep 1
+    "$PYTHON" "$HERE/cpu.py" "$addr" bench-profile "$n" "$b" 1 >/dev/null || die "cpu.py failed through $name (strace)"
+    kill -INT "$strace_pid"
+    wait "$strace_pid" || true
+    args+=("$name=$WORK/profile-$name.strace:$((c1 - c0)):$(((u1 - u0 + s1 - s0) * 1000 / CLK_TCK))")
+  done
+  if command -v perf >/dev/null 2>&1; then
+    perf record -q -F 1999 -g -o "$WORK/perf.data" -p "$PROXY_PID" >"$WORK/perf.log" 2>&1 &
+    local perf_pid=$!
+    sleep 1
+    "$PYTHON" "$HERE/cpu.py" "$PROXY" bench-profile "$n" "$b" 1 >/dev/null || die "cpu.py failed (perf)"
+    kill -INT "$perf_pid"
+    wait "$perf_pid" || true
+    perf report -q -i "$WORK/perf.data" --stdio --no-children --sort dso,symbol -g none --percent-limit 1 \
+      >"$WORK/perf.txt" 2>>"$WORK/perf.log" || echo "   perf report failed: $(tail -n 3 "$WORK/perf.log")" >&2
+    [ -s "$WORK/perf.txt" ] && args+=("$WORK/perf.txt")
+  else
+    echo "   no perf: where the CPU goes is left out" >&2
+  fi
+  echo
+  echo "kquota-proxy profile, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown): $n Produce requests of one $b-byte batch (acks=1), one in flight (cpu.py), through each process; $QUOTA_NOTE; load average $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo
+  "$PYTHON" "$HERE/profile.py" "$n" "${args[@]}"
+}
+
+# MANY=1: MANY_CONNECTIONS connections at once, MANY_PRODUCING of them producing, directly and
+# through the proxy (many.py), MANY_ROUNDS rounds in alternating order: the proxy's memory per
+# connection, the latency it adds, and its CPU per MiB.
+many_run() { # <round> <path> <addr>
+  local round="$1" path="$2" addr="$3" rss0 rss1 open done_line t0 t1 u0 s0 u1 s1 cpu_ms=null
+  rss0="$(awk '/^VmRSS:/ {print $2}' "/proc/$PROXY_PID/status")"
+  coproc MANYPY { "$PYTHON" "$HERE/many.py" "$addr" bench-many "$MANY_PARTITIONS" "$MANY_CONNECTIONS" \
+    "$MANY_PRODUCING" "$MANY_RATE" "$MANY_SECONDS" 2>"$WORK/many.err"; }
+  read -r open <&"${MANYPY[0]}" || die "many.py failed through $path: $(cat "$WORK/many.err")"
+  # Settled: what the idle connections hold, not what opening them allocated on the way.
+  sleep 2
+  rss1="$(awk '/^VmRSS:/ {print $2}' "/proc/$PROXY_PID/status")"
+  t0="$(cpu_ticks)"
+  echo go >&"${MANYPY[1]}"
+  read -r done_line <&"${MANYPY[0]}" || die "many.py failed through $path: $(cat "$WORK/many.err")"
+  t1="$(cpu_ticks)"
+  wait "$MANYPY_PID" || die "many.py failed through $path: $(cat "$WORK/many.err")"
+  if [ "$path" = proxy ]; then
+    read -r u0 s0 <<<"$t0"
+    read -r u1 s1 <<<"$t1"
+    cpu_ms=$(((u1 - u0 + s1 - s0) * 1000 / CLK_TCK))
+  fi
+  printf '{"kind": "many", "round": %d, "path": "%s", "rss_before_kib": %d, "rss_open_kib": %d, "cpu_ms": %s, "open": %s, "done": %s}\n' \
+    "$round" "$path" "$rss0" "$rss1" "$cpu_ms" "$open" "$done_line" >>"$RESULTS"
+  echo "   round $round many connections, $path: $open $done_line; proxy RSS $((rss0 / 1024)) -> $((rss1 / 1024)) MiB" >&2
+}
+
+many() {
+  jrun org.apache.kafka.tools.TopicCommand --bootstrap-server "$KAFKA" --create --topic bench-many \
+    --partitions "$MANY_PARTITIONS" --replication-factor 1 >/dev/null 2>&1 || die "could not create topic bench-many"
+  local round p
+  for round in $(seq 1 "$MANY_ROUNDS"); do
+    echo "== round $round of $MANY_ROUNDS (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+    local paths=(direct proxy)
+    [ $((round % 2)) = 0 ] && paths=(proxy direct)
+    for p in "${paths[@]}"; do
+      if [ "$p" = proxy ]; then many_run "$round" proxy "$PROXY"; else many_run "$round" direct "$KAFKA"; fi
+    done
+  done
+  echo
+  echo "kquota-proxy with many connections, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown): $MANY_CONNECTIONS connections, $MANY_PRODUCING of them producing $MANY_RATE Produce requests a second each (one 1 KiB batch, acks=1, one in flight) for $MANY_SECONDS s, to $MANY_PARTITIONS partitions (many.py); $QUOTA_NOTE; load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after."
+  echo
+  "$PYTHON" "$HERE/report.py" --many "$RESULTS"
+  echo
+  echo "Command: \`MANY=1 MANY_ROUNDS=$MANY_ROUNDS MANY_CONNECTIONS=$MANY_CONNECTIONS MANY_PRODUCING=$MANY_PRODUCING MANY_RATE=$MANY_RATE MANY_SECONDS=$MANY_SECONDS bash kquota-proxy/bench/run.sh\` ($((SECONDS - STARTED)) s)."
+}
+
+if [ -n "${PROFILE:-}" ]; then
+  profile
+  exit 0
+fi
+if [ -n "${MANY:-}" ]; then
+  many
+  exit 0
+fi
 
 echo "== topics, and the records the consume runs read (written once, directly)" >&2
 for t in produce-small produce-large consume-small consume-large latency raw; do topic "bench-$t"; done

@@ -133,6 +133,10 @@ pub struct ProxyConfig {
     pub max_connections: usize,
     /// `max.connections.per.ip`: client connections open at once from one address.
     pub max_connections_per_ip: usize,
+    /// `num.network.threads`: the threads that serve client connections, each connection on one
+    /// of them for its life (given out in turn as they are accepted, as Kafka's acceptor gives
+    /// them to its processors). Default: one for each CPU the process may run on.
+    pub network_threads: usize,
     /// `kquota.connections.grace.ms`: how long a connection has to prove itself before it is
     /// closed (and may be made to give way before that).
     pub connection_grace: Duration,
@@ -205,6 +209,7 @@ impl ProxyConfig {
             max_brokers: DEFAULT_MAX_BROKERS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_ip: usize::MAX,
+            network_threads: std::thread::available_parallelism().map_or(1, usize::from),
             connection_grace: DEFAULT_CONNECTION_GRACE,
             buffer_memory: DEFAULT_BUFFER_MEMORY,
             data_dir: None,
@@ -273,6 +278,7 @@ impl ProxyConfig {
             ("kquota.proxy.max.brokers", self.max_brokers),
             ("max.connections", self.max_connections),
             ("max.connections.per.ip", self.max_connections_per_ip),
+            ("num.network.threads", self.network_threads),
             ("kquota.proxy.metrics.max.buckets", self.metrics_max_buckets),
         ] {
             if value == 0 {

@@ -44,6 +44,8 @@ pub enum ProxyError {
     },
     /// A listener could not be bound.
     Bind(SocketAddr, io::Error),
+    /// The network threads could not be started.
+    NetworkThreads(io::Error),
     /// The engine's settings do not work together.
     Engine(String),
     /// The durable quota store (its directory, and why) could not be opened or read.
@@ -87,6 +89,7 @@ impl fmt::Display for ProxyError {
                  and kquota.proxy.max.response.bytes set the largest)"
             ),
             ProxyError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
+            ProxyError::NetworkThreads(e) => write!(f, "cannot start the network threads: {e}"),
             ProxyError::Engine(e) => write!(f, "the quota engine's settings: {e}"),
             ProxyError::Store(dir, e) => write!(f, "the quota store in {dir}: {e}"),
             ProxyError::Cluster(e) => write!(f, "joining the cluster through Kafka: {e}"),
@@ -97,7 +100,7 @@ impl fmt::Display for ProxyError {
 impl Error for ProxyError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            ProxyError::Bind(_, e) => Some(e),
+            ProxyError::Bind(_, e) | ProxyError::NetworkThreads(e) => Some(e),
             _ => None,
         }
     }

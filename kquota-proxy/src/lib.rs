@@ -72,6 +72,7 @@ mod settings;
 mod shared;
 mod tls;
 mod walk;
+mod workers;
 
 // The public interface: what the `kquota-proxy` binary, or a host embedding the proxy, needs.
 //

@@ -108,6 +108,11 @@ struct Args {
     /// limit).
     #[arg(long, value_name = "N", help_heading = "Limits")]
     max_connections_per_ip: Option<String>,
+    /// num.network.threads: the threads that serve client connections; each connection stays on
+    /// the one it was given when accepted, so that its wake-ups never cross threads (default:
+    /// one per CPU)
+    #[arg(long, value_name = "N", help_heading = "Limits")]
+    num_network_threads: Option<String>,
     /// kquota.connections.grace.ms: how long a new connection has to prove itself (the broker
     /// authenticated it, or answered a request that needs no authentication) before it is
     /// closed; until then it is the first to give way at max.connections [default: 10000]
@@ -281,6 +286,7 @@ fn flag_settings(args: &Args) -> Result<Vec<(&'static str, String, String)>, Str
     one("--max-brokers", &args.max_brokers);
     one("--max-connections", &args.max_connections);
     one("--max-connections-per-ip", &args.max_connections_per_ip);
+    one("--num-network-threads", &args.num_network_threads);
     one("--connection-grace-ms", &args.connection_grace_ms);
     one("--buffer-memory-bytes", &args.buffer_memory_bytes);
     one("--data-dir", &args.data_dir);

@@ -19,6 +19,7 @@ use crate::error::ProxyError;
 use crate::metrics::{ProxyExporter, Stats};
 use crate::quotas::Quotas;
 use crate::shared::{NewListener, Shared, Target, TaskGuard, Tasks};
+use crate::workers::Workers;
 
 /// Accepts connections on one listener until the proxy stops. Each takes a slot first: at
 /// `max.connections`, a connection not yet proven (or one idle long) gives way, and when the
@@ -44,10 +45,24 @@ async fn accept_loop(tcp: TcpListener, target: Target, shared: Arc<Shared>, _gua
             hold(stream, peer, t.ms, slot, &shared);
             continue;
         }
+        // The socket moves to its network thread's I/O driver: deregistered from this one here,
+        // registered with that one there.
+        let stream = match stream.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(%peer, "closing connection: cannot hand it to a network thread: {e}");
+                continue;
+            }
+        };
         let guard = shared.guard();
-        let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            connection::serve(stream, peer, target, &shared, &slot).await;
+        let served = Arc::clone(&shared);
+        shared.workers.spawn(async move {
+            match tokio::net::TcpStream::from_std(stream) {
+                Ok(stream) => connection::serve(stream, peer, target, &served, &slot).await,
+                Err(e) => {
+                    warn!(%peer, "closing connection: its network thread cannot take it: {e}")
+                }
+            }
             drop((slot, guard));
         });
     }
@@ -157,6 +172,7 @@ impl Proxy {
             config.connection_grace,
         );
         let budget = Budget::new(Some(config.buffer_memory));
+        let workers = Workers::start(config.network_threads).map_err(ProxyError::NetworkThreads)?;
         Ok(Proxy {
             tcp,
             metrics,
@@ -172,6 +188,7 @@ impl Proxy {
                 shutdown,
                 tasks: Tasks::default(),
                 listeners: new_listeners,
+                workers,
             }),
             stop,
             reload: kquota_host::reload_signal(),

@@ -95,6 +95,7 @@ pub const SETTINGS: &[Setting] = &[
     setting("kquota.proxy.max.brokers", "--max-brokers", Some("1024")),
     setting("max.connections", "--max-connections", Some("10000")),
     setting("max.connections.per.ip", "--max-connections-per-ip", None),
+    setting("num.network.threads", "--num-network-threads", None),
     setting(
         "kquota.connections.grace.ms",
         "--connection-grace-ms",
@@ -421,6 +422,7 @@ impl ProxyConfig {
             "kquota.proxy.max.brokers" => self.max_brokers = count(value)?,
             "max.connections" => self.max_connections = count(value)?,
             "max.connections.per.ip" => self.max_connections_per_ip = count(value)?,
+            "num.network.threads" => self.network_threads = count(value)?,
             "kquota.connections.grace.ms" => self.connection_grace = millis(value, 1)?,
             "kquota.proxy.buffer.memory.bytes" => self.buffer_memory = count(value)?,
             "kquota.data.dir" => {
@@ -809,6 +811,7 @@ mod tests {
             ("kquota.proxy.max.brokers", "16", "many", whole),
             ("max.connections", "100", "0", whole),
             ("max.connections.per.ip", "10", "-3", whole),
+            ("num.network.threads", "4", "0", whole),
             ("kquota.connections.grace.ms", "2000", "1.5", ms1),
             ("kquota.proxy.buffer.memory.bytes", "1073741824", "0", whole),
             (

@@ -16,6 +16,7 @@ use tracing::info;
 use crate::config::{HostPort, ProxyConfig};
 use crate::metrics::Stats;
 use crate::quotas::Quotas;
+use crate::workers::Workers;
 
 /// What a listener stands for: the cluster's bootstrap address, or one broker.
 #[derive(Clone, Copy, Debug)]
@@ -49,6 +50,8 @@ pub(crate) struct Shared {
     pub(crate) tasks: Tasks,
     /// Broker listeners just bound, for the proxy's serving task to accept on.
     pub(crate) listeners: mpsc::UnboundedSender<NewListener>,
+    /// The network threads the connections are served on.
+    pub(crate) workers: Workers,
 }
 
 /// A listener bound for a broker, with the guard its accept loop will hold.
