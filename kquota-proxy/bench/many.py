@@ -3,8 +3,8 @@
     many.py ADDR TOPIC PARTITIONS CONNECTIONS PRODUCING RATE SECONDS [BATCH_BYTES]
 
 Opens CONNECTIONS connections to ADDR (from source addresses 127.0.1.1, 127.0.1.2, ..., a thousand
-connections each, so that no address runs out of ports), each sending one ApiVersions and reading
-its answer, as every client does first. Then PRODUCING of them send Produce v7 requests (acks=1,
+connections each, so that no address runs out of ports), each sending ApiVersions and then
+Metadata for TOPIC and reading their answers, as every client does first. Then PRODUCING of them send Produce v7 requests (acks=1,
 one record batch of about BATCH_BYTES, 1024 by default, of 100-byte records) to partition
 i % PARTITIONS of TOPIC, each at RATE requests a second (one in flight, paced from a random start
 offset), for SECONDS; the others stay open and silent. Prints one JSON line when the connections
@@ -36,7 +36,7 @@ async def read_frame(reader):
     return await reader.readexactly(size)
 
 
-async def open_one(host, port, i):
+async def open_one(host, port, topic, i):
     source = "127.0.1.%d" % (1 + i // PER_SOURCE)
     reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0))
     writer.write(kwire.api_versions(1))
@@ -45,6 +45,11 @@ async def open_one(host, port, i):
     (error,) = struct.unpack(">h", body[4:6])
     if error != 0:
         raise RuntimeError("ApiVersions on connection %d: error %d" % (i, error))
+    # Then Metadata, as every client asks next: an answer to ApiVersions alone proves nothing to
+    # the proxy (a broker that wants SASL answers it too), and an unproven connection is closed
+    # after kquota.connections.grace.ms.
+    writer.write(kwire.metadata(2, [topic]))
+    await read_frame(reader)
     return reader, writer
 
 
@@ -52,7 +57,7 @@ async def produce(conn, i, topic, partition, batch, rate, until, latencies, tota
     reader, writer = conn
     period = 1.0 / rate
     next_at = time.monotonic() + random.random() * period
-    correlation = 2
+    correlation = 3
     while True:
         now = time.monotonic()
         if next_at > now:
@@ -89,7 +94,7 @@ async def main():
     conns = []
     # A hundred at a time: the listen backlog is not what is measured.
     for start in range(0, connections, 100):
-        conns += await asyncio.gather(*(open_one(host, int(port), i)
+        conns += await asyncio.gather(*(open_one(host, int(port), topic, i)
                                         for i in range(start, min(connections, start + 100))))
     print(json.dumps({"phase": "open", "connections": len(conns), "seconds": round(time.monotonic() - t0, 2)}),
           flush=True)
