@@ -44,12 +44,18 @@ def many(rows):
     pairs = [v for v in by_round.values() if "direct" in v and "proxy" in v]
     print("Rounds: %d (each runs the same load directly and through the proxy, in alternating order)." % len(pairs))
     print()
-    per_conn = [(v["proxy"]["rss_open_kib"] - v["proxy"]["rss_before_kib"]) / v["proxy"]["open"]["connections"]
+    # Against the proxy's RSS before it first held these connections: the allocator keeps what
+    # a round's connections freed, so a later round's growth alone would read near zero.
+    first = min((r for r in rows if r["kind"] == "many" and r["path"] == "proxy"), key=lambda r: r["round"])
+    per_conn = [(v["proxy"]["rss_open_kib"] - first["rss_before_kib"]) / v["proxy"]["open"]["connections"]
                 for v in pairs]
     cpu = [v["proxy"]["cpu_ms"] / (v["proxy"]["done"]["bytes"] / 1048576.0) for v in pairs]
+    cpu_request = [1000.0 * v["proxy"]["cpu_ms"] / v["proxy"]["done"]["requests"] for v in pairs]
+    cpu_share = [100.0 * v["proxy"]["cpu_ms"] / 1000.0 / v["proxy"]["done"]["seconds"] for v in pairs]
     print("| figure | direct | kquota-proxy | added by the proxy |")
     print("| --- | --- | --- | --- |")
-    print("| proxy memory per open connection (RSS growth / connections), KiB | — | %s | — |" % med_range(per_conn))
+    print("| proxy memory per open connection (RSS with them open less RSS before the first round, / connections), KiB"
+          " | — | %s | — |" % med_range(per_conn))
     for q in ("p50", "p99", "p999"):
         d = [v["direct"]["done"][q + "_us"] for v in pairs]
         p = [v["proxy"]["done"][q + "_us"] for v in pairs]
@@ -61,6 +67,8 @@ def many(rows):
         p = [v["proxy"]["done"][key] * scale / v["proxy"]["done"]["seconds"] for v in pairs]
         print("| %s | %s | %s | — |" % (label, med_range(d), med_range(p)))
     print("| proxy CPU (user + system) per MiB sent, ms | — | %s | — |" % med_range(cpu, "%.2f"))
+    print("| proxy CPU per request, µs | — | %s | — |" % med_range(cpu_request))
+    print("| proxy CPU, %% of one core | — | %s | — |" % med_range(cpu_share))
     print()
     print("Figures are median (min–max) over the rounds.")
 

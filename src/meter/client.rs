@@ -257,6 +257,26 @@ impl ClientMeter {
         self.record_bytes(&PRODUCE_KEYS, bytes)
     }
 
+    /// How many produce bytes this connection's buckets can take now with no throttle (the least
+    /// over the producer quotas that apply; `None` when none does): a host that records a
+    /// Produce when its answer comes may forward this many bytes before the first answer
+    /// without any of them being throttled, and so pipeline them.
+    pub fn produce_room(&mut self) -> Option<u64> {
+        self.refresh();
+        let inner = &self.meter.inner;
+        let now = inner.clock.now_ms();
+        PRODUCE_KEYS
+            .iter()
+            .filter_map(|&key| {
+                let bucket = self.buckets[key.index()].as_ref()?;
+                let q = self.resolved.get(key)?;
+                let limit = inner.broker_limit(bucket, key, q.limit, now)?;
+                Some(inner.room(bucket, limit, now))
+            })
+            .map(|room| room as u64)
+            .min()
+    }
+
     /// Records a fetch response of `bytes` and returns the throttle.
     pub fn fetch(&mut self, bytes: u64) -> Throttle {
         self.record_bytes(&FETCH_KEYS, bytes)

@@ -296,6 +296,20 @@ impl Inner {
         self.record_locked(bucket, limit, value, cap_ms, now)
     }
 
+    /// How many more units `bucket` can record at `now` and still be answered with no throttle
+    /// against `limit`: what the rate's windows hold below the limit (0 once it is over).
+    pub(super) fn room(&self, bucket: &Bucket, limit: f64, now: u64) -> f64 {
+        let mut guard = bucket.state.lock();
+        let state = &mut *guard;
+        // What was taken without the lock counts too.
+        state.reclaim(&bucket.allowance);
+        let Measure::Rate(r) = &mut state.measure else {
+            return f64::INFINITY;
+        };
+        let (rate, elapsed) = r.measure(self.window, now);
+        ((limit - rate) * elapsed as f64 / 1000.0).max(0.0)
+    }
+
     /// [`Inner::record_rate`] under the bucket's lock: Kafka's record and measure, then new allowances.
     #[inline(never)]
     fn record_locked(

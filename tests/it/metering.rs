@@ -553,6 +553,38 @@ fn describe_says_which_view_each_bps_limit_came_from() {
     );
 }
 
+#[test]
+fn produce_room_is_what_the_buckets_take_before_a_throttle() {
+    let (_, clock, meter) = setup(
+        Engine::new(),
+        &[
+            user("u").set("producer_byte_rate", 1_000.0),
+            Alteration::new(&uc("u", "c")).set("producer_byte_rate:bps", 500.0),
+        ],
+    );
+    assert_eq!(
+        meter.client("v", "c").produce_room(),
+        None,
+        "no producer quota"
+    );
+    let mut other = meter.client("u", "other");
+    // A fresh bucket's rate is taken over (samples - 1) windows: 10 s at the default settings.
+    assert_eq!(other.produce_room(), Some(10_000));
+    // The least of the two buckets that apply.
+    let mut c = meter.client("u", "c");
+    assert_eq!(c.produce_room(), Some(5_000));
+    assert_eq!(c.produce(3_000).ms, 0);
+    assert_eq!(c.produce_room(), Some(2_000));
+    // The room taken whole is still answered with no throttle; anything beyond it is throttled.
+    assert_eq!(c.produce(2_000).ms, 0);
+    assert_eq!(c.produce_room(), Some(0));
+    assert!(c.produce(100).is_throttled());
+    assert_eq!(c.produce_room(), Some(0), "over the limit, no room");
+    // The window moves on: room again.
+    clock.advance(20_000);
+    assert_eq!(c.produce_room(), Some(5_000));
+}
+
 /// The bucket of `owner` and `key` in a snapshot of `meter`.
 fn snapshot_of(meter: &Meter, owner: &BucketOwner, key: QuotaKey) -> kquota::meter::BucketSnapshot {
     meter

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use kquota::meter::{ClientMeter, Clock, Throttle};
-use kquota::QuotaType;
 use kquota_host::Frame;
 use kquota_wire::Principal;
 use parking_lot::Mutex;
@@ -184,6 +183,9 @@ pub(super) struct Decisions<'a> {
     /// The broker authenticated the connection (or its TLS certificate named it), or answered
     /// a request that needs no authentication.
     proven: AtomicBool,
+    /// The bytes of the Produce requests forwarded and not yet answered (they are recorded at
+    /// their answers).
+    produce_in_flight: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -201,6 +203,7 @@ impl<'a> Decisions<'a> {
             clock: quotas.meter.clock(),
             muted_until: AtomicU64::new(0),
             proven: AtomicBool::new(principal != Principal::anonymous()),
+            produce_in_flight: AtomicU64::new(0),
             state: Mutex::new(State {
                 identity: Identity::new(principal),
                 meter: quotas.meter.client(&who.user, &who.client_id),
@@ -317,16 +320,19 @@ impl<'a> Decisions<'a> {
                 .on_request(head.api_key, head.version, body)
                 .map_err(|e| e.to_string())?;
             let who = self.who(&mut state, &head.client_id(body));
-            // Under a producer quota, Kafka's order: one request at a time (pipelining while
-            // the bucket had room let bursts of a whole window through).
+            // Pipelined while the producer buckets have room for it and for the Produce bytes
+            // already forwarded and not yet answered (recorded only then): none of their answers
+            // can be throttled. Once one can, Kafka's order: one request at a time.
             let one_at_a_time = answered_produce
-                && state
-                    .meter
-                    .quotas()
-                    .iter()
-                    .any(|q| q.key.quota_type() == QuotaType::ProducerByteRate);
+                && state.meter.produce_room().is_some_and(|room| {
+                    room < self.produce_in_flight.load(Ordering::Relaxed) + size as u64
+                });
             (note, who, one_at_a_time)
         };
+        if answered_produce {
+            self.produce_in_flight
+                .fetch_add(size as u64, Ordering::Relaxed);
+        }
         let local = |bytes: Bytes, throttle_ms: u64| {
             self.stats.answered_locally();
             Ok(Pending::Local {
@@ -584,6 +590,7 @@ impl<'a> Decisions<'a> {
             match &forwarded.enforce {
                 Enforce::Time => time.ms,
                 Enforce::Produce { bytes, .. } => {
+                    self.produce_in_flight.fetch_sub(*bytes, Ordering::Relaxed);
                     let t = meter.produce(*bytes);
                     self.throttled("produce", &t);
                     t.ms.max(time.ms)
@@ -848,6 +855,56 @@ mod tests {
             d.muted_for(),
             Some(Duration::from_millis(first_throttle(bytes, 1_000.0)))
         );
+    }
+
+    #[test]
+    fn produces_are_pipelined_while_the_bucket_has_room_for_every_one_unanswered() {
+        // 100 kB/s over windows of 2 x 500 ms: a fresh bucket has room for 50,000 bytes.
+        let f = Fixture::new(&[Alteration::new(&Entity::User(EntityName::Default))
+            .set("producer_byte_rate", 100_000.0)]);
+        let d = f.decisions();
+        let mut sent = Vec::new();
+        for id in 0..3 {
+            let mut frame = request(ApiKey::Produce, 9, id, &produce(20_000, 1));
+            sent.push(forwarded(&d, &mut frame));
+        }
+        let order: Vec<bool> = sent.iter().map(Forwarded::one_at_a_time).collect();
+        assert_eq!(
+            order,
+            [false, false, true],
+            "two fit the room, unanswered; the third may be throttled"
+        );
+        // Answered, the first is recorded: it holds its room as a record now, not as in flight.
+        let first = sent.remove(0);
+        let id = first.head.correlation_id;
+        let answer = d
+            .answer(
+                first,
+                response(ApiKey::Produce, 9, id, &ProduceResponse::default()),
+                Instant::now(),
+                &mut NoBrokers,
+            )
+            .unwrap();
+        assert_eq!(answer.throttle_ms, 0, "within the room: never throttled");
+        let mut frame = request(ApiKey::Produce, 9, 9, &produce(5_000, 1));
+        assert!(
+            forwarded(&d, &mut frame).one_at_a_time(),
+            "20,000 recorded, 40,000 still in flight: no room for 5,000 more"
+        );
+        // Once the others are answered and the window has moved on, there is room again.
+        for s in sent {
+            let id = s.head.correlation_id;
+            d.answer(
+                s,
+                response(ApiKey::Produce, 9, id, &ProduceResponse::default()),
+                Instant::now(),
+                &mut NoBrokers,
+            )
+            .unwrap();
+        }
+        f.clock.advance(5_000);
+        let mut frame = request(ApiKey::Produce, 9, 10, &produce(5_000, 1));
+        assert!(!forwarded(&d, &mut frame).one_at_a_time());
     }
 
     #[test]

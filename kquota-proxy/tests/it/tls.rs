@@ -207,7 +207,9 @@ async fn a_client_certificate_names_the_user_whose_quota_applies() {
             // Under TLS 1.3 the client's handshake ends before the proxy has refused it: the
             // refusal may reach the client as a failed write as well as a closed read.
             let frame = request(ApiKey::Produce, 9, 2, "app", &produce(10));
-            tls.write_all(&(frame.len() as u32).to_be_bytes()).await.ok()?;
+            tls.write_all(&(frame.len() as u32).to_be_bytes())
+                .await
+                .ok()?;
             tls.write_all(&frame).await.ok()?;
             tls.flush().await.ok()?;
             recv_frame(&mut tls).await
