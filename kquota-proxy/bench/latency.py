@@ -1,6 +1,6 @@
 """The latency kquota-proxy adds to a produce request, measured directly.
 
-    latency.py DIRECT PROXY TOPIC ROUNDS BLOCKS SAMPLES [RECORD_BYTES]
+    latency.py DIRECT PROXY TOPIC ROUNDS BLOCKS SAMPLES [RECORD_BYTES [FORWARD]]
 
 One connection straight to the broker and one through the proxy, both kept open, to the same
 partition. Each sample is one Produce v7 request (acks=1, one record batch holding one record of
@@ -12,6 +12,9 @@ in its load falls on both. Prints one JSON object per round:
 
     {"round": 1, "direct": {"n": ..., "p50_us": ..., "p99_us": ..., "mean_us": ...},
      "proxy": {...}, "added_p50_us": ..., "added_p99_us": ...}
+
+With FORWARD (the minimal forwarder's address) a third connection goes through it, in the same
+rotation, and the line also has "forward" and "forward_added_p50_us"/"forward_added_p99_us".
 
 The request is encoded once (kwire.py, beside the fault tests), so the client's own cost is a
 sendall and a recv or two, the same on both paths. Every answer's error code is checked.
@@ -66,32 +69,31 @@ def main():
     direct, proxy, topic = sys.argv[1:4]
     rounds, blocks, samples = (int(x) for x in sys.argv[4:7])
     size = int(sys.argv[7]) if len(sys.argv) > 7 else 1000
+    forward = sys.argv[8] if len(sys.argv) > 8 else None
     kwire.wait_for_leader(direct, topic)
     batch = kwire.record_batch([os.urandom(size)])
     conns = {"direct": Timed(direct, topic, batch), "proxy": Timed(proxy, topic, batch)}
+    if forward:
+        conns["forward"] = Timed(forward, topic, batch)
+    names = list(conns)
     for c in conns.values():
         for _ in range(200):
             c.one()
     for r in range(1, rounds + 1):
-        got = {"direct": [], "proxy": []}
+        got = {name: [] for name in names}
         for b in range(blocks):
-            order = ["direct", "proxy"] if (b + r) % 2 == 0 else ["proxy", "direct"]
-            for name in order:
+            # Each path leads in turn, so that none always follows the same one.
+            k = (b + r) % len(names)
+            for name in names[k:] + names[:k]:
                 c = conns[name]
                 got[name].extend(c.one() for _ in range(samples))
-        d, p = summary(got["direct"]), summary(got["proxy"])
-        print(
-            json.dumps(
-                {
-                    "round": r,
-                    "direct": d,
-                    "proxy": p,
-                    "added_p50_us": round(p["p50_us"] - d["p50_us"], 1),
-                    "added_p99_us": round(p["p99_us"] - d["p99_us"], 1),
-                }
-            ),
-            flush=True,
-        )
+        line = {"round": r}
+        line.update({name: summary(got[name]) for name in names})
+        for name, prefix in (("proxy", "added"), ("forward", "forward_added")):
+            if name in line:
+                for q in ("p50", "p99"):
+                    line["%s_%s_us" % (prefix, q)] = round(line[name][q + "_us"] - line["direct"][q + "_us"], 1)
+        print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":

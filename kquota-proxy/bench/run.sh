@@ -439,7 +439,7 @@ for round in $(seq 1 "$ROUNDS"); do
   both "$round" consume consume-small bench-consume-small "$SMALL_RECORDS"
   both "$round" consume consume-large bench-consume-large "$LARGE_RECORDS"
   floor "$round"
-  "$PYTHON" "$HERE/latency.py" "$KAFKA" "$PROXY" bench-latency 1 "$LAT_BLOCKS" "$LAT_SAMPLES" 1000 >"$WORK/latency.out" ||
+  "$PYTHON" "$HERE/latency.py" "$KAFKA" "$PROXY" bench-latency 1 "$LAT_BLOCKS" "$LAT_SAMPLES" 1000 ${FWD:+"$FWD"} >"$WORK/latency.out" ||
     die "latency.py failed"
   sed "s/^{/{\"kind\": \"latency\", \"record_bytes\": 1000, /; s/\"round\": 1/\"round\": $round/" "$WORK/latency.out" >>"$RESULTS"
   echo "   round $round latency: $(cat "$WORK/latency.out")" >&2
