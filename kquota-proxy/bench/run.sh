@@ -186,6 +186,15 @@ else
 fi
 
 cpu_ticks() { awk '{print $14, $15}' "/proc/${1:-$PROXY_PID}/stat"; }
+# "total system" CPU milliseconds between two cpu_ticks readings.
+cpu_ms_between() { # <ticks before> <ticks after>
+  local u0 s0 u1 s1
+  read -r u0 s0 <<<"$1"
+  read -r u1 s1 <<<"$2"
+  echo "$(((u1 - u0 + s1 - s0) * 1000 / CLK_TCK)) $(((s1 - s0) * 1000 / CLK_TCK))"
+}
+# The proxy's resident memory, KiB.
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$PROXY_PID/status"; }
 # Bytes from and to clients, summed, from /metrics ("null" without metrics).
 wire_bytes() {
   [ -n "$METRICS" ] || { echo null; return; }
@@ -251,12 +260,9 @@ consume() { # <workload> <path> <round> <bootstrap> <topic> <records>
 }
 
 record() { # <workload> <path> <round> <mb_s> <mb> <ticks before> <ticks after> <wire before> <wire after>
-  local cpu_ms=null sys_ms=null wire_mb=null u0 s0 u1 s1
+  local cpu_ms=null sys_ms=null wire_mb=null
   if [ "$2" = proxy ]; then
-    read -r u0 s0 <<<"$6"
-    read -r u1 s1 <<<"$7"
-    cpu_ms=$(((u1 - u0 + s1 - s0) * 1000 / CLK_TCK))
-    sys_ms=$(((s1 - s0) * 1000 / CLK_TCK))
+    read -r cpu_ms sys_ms <<<"$(cpu_ms_between "$6" "$7")"
     [ "$8" = null ] || wire_mb="$(awk -v a="$8" -v b="$9" 'BEGIN { print (b - a) / 1048576 }')"
   fi
   printf '{"kind": "throughput", "workload": "%s", "path": "%s", "round": %d, "mb_s": %s, "mb": %s, "cpu_ms": %s, "sys_ms": %s, "wire_mb": %s}\n' \
@@ -269,12 +275,11 @@ raw() { # <round> <label> <pid> <addr> <requests> <batch bytes>
   before="$(cpu_ticks "$3")"
   out="$("$PYTHON" "$HERE/cpu.py" "$4" bench-raw "$5" "$6")" || die "cpu.py failed through $2"
   after="$(cpu_ticks "$3")"
-  local u0 s0 u1 s1
-  read -r u0 s0 <<<"$before"
-  read -r u1 s1 <<<"$after"
+  local cpu_ms sys_ms
+  read -r cpu_ms sys_ms <<<"$(cpu_ms_between "$before" "$after")"
   printf '{"kind": "raw", "round": %d, "path": "%s", "batch": %d, "cpu_ms": %d, "sys_ms": %d, "result": %s}\n' \
-    "$1" "$2" "$6" $(((u1 - u0 + s1 - s0) * 1000 / CLK_TCK)) $(((s1 - s0) * 1000 / CLK_TCK)) "$out" >>"$RESULTS"
-  echo "   round $1 raw produce, $6-byte batches, through $2: $out, $(((u1 - u0 + s1 - s0) * 1000 / CLK_TCK)) ms CPU" >&2
+    "$1" "$2" "$6" "$cpu_ms" "$sys_ms" "$out" >>"$RESULTS"
+  echo "   round $1 raw produce, $6-byte batches, through $2: $out, $cpu_ms ms CPU" >&2
 }
 floor() { # <round>
   [ -n "$FWD" ] || return 0
@@ -320,12 +325,11 @@ profile() {
     pid="$PROXY_PID" addr="$PROXY"
     [ "$name" = forward ] && { pid="$FWD_PID" addr="$FWD"; }
     [ -n "$addr" ] || continue
-    local c0 c1 t0 t1 u0 s0 u1 s1
+    local c0 c1 t0 t1 cpu_ms
     c0="$(ctx_switches "$pid")" t0="$(cpu_ticks "$pid")"
     "$PYTHON" "$HERE/cpu.py" "$addr" bench-profile "$n" "$b" 1 >"$WORK/profile-$name.cpu" || die "cpu.py failed through $name"
     c1="$(ctx_switches "$pid")" t1="$(cpu_ticks "$pid")"
-    read -r u0 s0 <<<"$t0"
-    read -r u1 s1 <<<"$t1"
+    read -r cpu_ms _ <<<"$(cpu_ms_between "$t0" "$t1")"
     echo "   $name: $(cat "$WORK/profile-$name.cpu")" >&2
     strace -c -f -q -p "$pid" -o "$WORK/profile-$name.strace" &
     local strace_pid=$!
@@ -333,7 +337,7 @@ profile() {
     "$PYTHON" "$HERE/cpu.py" "$addr" bench-profile "$n" "$b" 1 >/dev/null || die "cpu.py failed through $name (strace)"
     kill -INT "$strace_pid"
     wait "$strace_pid" || true
-    args+=("$name=$WORK/profile-$name.strace:$((c1 - c0)):$(((u1 - u0 + s1 - s0) * 1000 / CLK_TCK))")
+    args+=("$name=$WORK/profile-$name.strace:$((c1 - c0)):$cpu_ms")
   done
   if command -v perf >/dev/null 2>&1; then
     perf record -q -F 1999 -g -o "$WORK/perf.data" -p "$PROXY_PID" >"$WORK/perf.log" 2>&1 &
@@ -358,7 +362,7 @@ profile() {
 # through the proxy (many.py), MANY_ROUNDS rounds in alternating order: the proxy's memory per
 # connection, the latency it adds, and its CPU per MiB.
 many_run() { # <round> <path> <addr>
-  local round="$1" path="$2" addr="$3" rss0 rss1 open done_line t0 t1 u0 s0 u1 s1 cpu_ms=null
+  local round="$1" path="$2" addr="$3" rss0 rss1 open done_line t0 t1 cpu_ms=null
   # The broker lets go of the last run's connections first: both runs at once would be twice the
   # descriptors, and a broker busy closing answers late.
   local port="${KAFKA##*:}" deadline=$((SECONDS + 180))
@@ -366,23 +370,19 @@ many_run() { # <round> <path> <addr>
     [ "$SECONDS" -lt "$deadline" ] || die "the broker still holds $(ss -Htn "( sport = :$port )" | wc -l) connections after 180 s"
     sleep 1
   done
-  rss0="$(awk '/^VmRSS:/ {print $2}' "/proc/$PROXY_PID/status")"
+  rss0="$(rss_kib)"
   coproc MANYPY { "$PYTHON" "$HERE/many.py" "$addr" bench-many "$MANY_PARTITIONS" "$MANY_CONNECTIONS" \
     "$MANY_PRODUCING" "$MANY_RATE" "$MANY_SECONDS" 2>"$WORK/many.err"; }
   read -r open <&"${MANYPY[0]}" || die "many.py failed through $path: $(cat "$WORK/many.err")"
   # Settled: what the idle connections hold, not what opening them allocated on the way.
   sleep 2
-  rss1="$(awk '/^VmRSS:/ {print $2}' "/proc/$PROXY_PID/status")"
+  rss1="$(rss_kib)"
   t0="$(cpu_ticks)"
   echo go >&"${MANYPY[1]}"
   read -r done_line <&"${MANYPY[0]}" || die "many.py failed through $path: $(cat "$WORK/many.err")"
   t1="$(cpu_ticks)"
   wait "$MANYPY_PID" || die "many.py failed through $path: $(cat "$WORK/many.err")"
-  if [ "$path" = proxy ]; then
-    read -r u0 s0 <<<"$t0"
-    read -r u1 s1 <<<"$t1"
-    cpu_ms=$(((u1 - u0 + s1 - s0) * 1000 / CLK_TCK))
-  fi
+  [ "$path" = proxy ] && read -r cpu_ms _ <<<"$(cpu_ms_between "$t0" "$t1")"
   printf '{"kind": "many", "round": %d, "path": "%s", "rss_before_kib": %d, "rss_open_kib": %d, "cpu_ms": %s, "open": %s, "done": %s}\n' \
     "$round" "$path" "$rss0" "$rss1" "$cpu_ms" "$open" "$done_line" >>"$RESULTS"
   echo "   round $round many connections, $path: $open $done_line; proxy RSS $((rss0 / 1024)) -> $((rss1 / 1024)) MiB" >&2
@@ -451,7 +451,7 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "   round $round 1 MiB fetch: $(cat "$WORK/fetch.out")" >&2
 done
 kill -0 "$PROXY_PID" 2>/dev/null || die "kquota-proxy exited during the benchmark"
-RSS="$(awk '/^VmRSS:/ {print $2}' "/proc/$PROXY_PID/status")"
+RSS="$(rss_kib)"
 HWM="$(awk '/^VmHWM:/ {print $2}' "/proc/$PROXY_PID/status")"
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 

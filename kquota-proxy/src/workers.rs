@@ -27,9 +27,10 @@ pub(crate) struct Workers {
 impl Workers {
     /// Starts `n` network threads (at least one).
     pub(crate) fn start(n: usize) -> io::Result<Workers> {
-        let mut handles = Vec::with_capacity(n.max(1));
-        let mut stops = Vec::with_capacity(n.max(1));
-        for i in 0..n.max(1) {
+        let n = n.max(1);
+        let mut handles = Vec::with_capacity(n);
+        let mut stops = Vec::with_capacity(n);
+        for i in 0..n {
             let runtime = Builder::new_current_thread().enable_all().build()?;
             handles.push(runtime.handle().clone());
             let (stop, stopped) = oneshot::channel::<()>();
