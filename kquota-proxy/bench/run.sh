@@ -99,10 +99,10 @@ MANY_SECONDS="${MANY_SECONDS:-30}" MANY_ROUNDS="${MANY_ROUNDS:-3}" MANY_PARTITIO
 if [ -n "${MANY:-}" ]; then
   # Each connection costs the proxy two descriptors (client and broker) and the broker and the
   # clients one each: raise the limit, which the broker and the proxy inherit.
-  # The proxy keeps 64 for itself (listeners, store, metrics).
-  want=$((2 * MANY_CONNECTIONS + 100))
+  # The proxy keeps 128 for itself (listeners, store, metrics, and 32 pipes for splice).
+  want=$((2 * MANY_CONNECTIONS + 160))
   if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt "$want" ] && ! ulimit -Hn "$want" 2>/dev/null; then
-    die "MANY=1 with $MANY_CONNECTIONS connections needs $want descriptors and the hard limit is $(ulimit -Hn), which this process may not raise; set MANY_CONNECTIONS to at most $((($(ulimit -Hn) - 100) / 2))"
+    die "MANY=1 with $MANY_CONNECTIONS connections needs $want descriptors and the hard limit is $(ulimit -Hn), which this process may not raise; set MANY_CONNECTIONS to at most $((($(ulimit -Hn) - 160) / 2))"
   fi
   ulimit -Sn "$want"
 fi

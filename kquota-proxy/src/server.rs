@@ -99,8 +99,9 @@ fn hold(
 }
 
 /// Descriptors kept for what is not a client connection: listeners, the store, the metrics
-/// server, the cluster clients' sockets.
-const RESERVED_DESCRIPTORS: u64 = 64;
+/// server, the cluster clients' sockets, and the pipes that bytes passed on unchanged go through
+/// (two each).
+const RESERVED_DESCRIPTORS: u64 = 64 + 2 * crate::connection::PIPES_OPEN_AT_MOST as u64;
 
 /// `max.connections`, lowered to what the process's descriptor limit allows: a client connection
 /// holds two (its own and its broker's), and at the limit the slots, not the kernel, say who goes.

@@ -15,6 +15,7 @@ use kquota_host::Reservation;
 use super::decide::{Answer, BadAnswer, Forwarded, Pending, Plan, ReadOn};
 use super::fetch_walk::{self, WalkError};
 use super::frames::{write_frame, write_part, BodyError, PassError, WriteError, PASS_CHUNK};
+use super::sides::Socket;
 use super::{Conn, Owed, UpstreamReader};
 use crate::config::HostPort;
 use crate::rewrite::Advertise;
@@ -52,7 +53,7 @@ pub(super) async fn forward<W>(
     conn: &Conn<'_>,
     addr: &HostPort,
 ) where
-    W: AsyncWrite + Unpin,
+    W: AsyncWrite + Socket + Unpin,
 {
     let shared = conn.shared;
     let peer = conn.peer;
@@ -160,7 +161,7 @@ async fn whole<W: AsyncWrite + Unpin>(
 /// passed on to the client as its bytes come (through a chunk from the budget; a client that
 /// does not read stalls this broker connection and holds nothing more), replaced (the broker's
 /// drained), or read whole where its bytes must change.
-async fn passed<W: AsyncWrite + Unpin>(
+async fn passed<W: AsyncWrite + Socket + Unpin>(
     upstream: &mut UpstreamReader,
     client: &mut W,
     forwarded: Forwarded,
@@ -274,7 +275,7 @@ async fn deliver<W: AsyncWrite + Unpin>(
 }
 
 /// `n` bytes from the broker to `client` (`None`: drained), through `chunk`.
-async fn pass<W: AsyncWrite + Unpin>(
+async fn pass<W: AsyncWrite + Socket + Unpin>(
     upstream: &mut UpstreamReader,
     client: Option<&mut W>,
     n: usize,

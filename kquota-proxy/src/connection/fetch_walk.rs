@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::frames::{BodyError, FrameReader, PassError, WriteError};
+use super::sides::Socket;
 use crate::rewrite::{self, Advertise, RewriteError};
 
 /// Walked bytes are written to the client once this many are held.
@@ -49,7 +50,7 @@ struct Walk<'a, R, W> {
     idle: Duration,
 }
 
-impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> Walk<'_, R, W> {
+impl<R: AsyncRead + Socket + Unpin, W: AsyncWrite + Socket + Unpin> Walk<'_, R, W> {
     /// The next `n` bytes of the answer, walked.
     async fn take(&mut self, n: usize, what: &'static str) -> Result<&[u8], WalkError> {
         let have = self.held.len() - self.at;
@@ -154,8 +155,8 @@ pub(super) async fn pass<R, W, A>(
     advertise: &mut A,
 ) -> Result<(), WalkError>
 where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    R: AsyncRead + Socket + Unpin,
+    W: AsyncWrite + Socket + Unpin,
     A: Advertise,
 {
     let mut w = Walk {

@@ -9,6 +9,10 @@ use std::pin::pin;
 use std::time::Duration;
 
 use kquota_host::Frame;
+
+use super::sides::Socket;
+#[cfg(target_os = "linux")]
+use super::splice;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::time::Instant;
 
@@ -177,17 +181,33 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// flushes. `chunk` is the buffer for what the read buffer does not hold; its capacity is the
     /// most read at once. Each side may make no progress for at most `idle`: a peer that stops
     /// reading stalls this side's reads too, and costs nothing more than its socket.
-    pub(super) async fn pass<W: AsyncWrite + Unpin>(
+    pub(super) async fn pass<W: AsyncWrite + Socket + Unpin>(
         &mut self,
         mut n: usize,
         mut to: Option<&mut W>,
         chunk: &mut Vec<u8>,
         idle: Duration,
-    ) -> Result<(), PassError> {
+    ) -> Result<(), PassError>
+    where
+        R: Socket,
+    {
         // One timer for the whole frame, pushed back at each step that moves bytes.
         let mut stall = pin!(tokio::time::sleep(idle));
         while n > 0 {
             let buffered = self.stream.buffer().len();
+            #[cfg(target_os = "linux")]
+            if buffered == 0 {
+                // Between two plain sockets, the rest need not pass through this process.
+                let sockets = to
+                    .as_deref()
+                    .and_then(Socket::tcp)
+                    .zip(self.stream.get_ref().tcp());
+                if let Some((to, from)) = sockets {
+                    if let Some(mut lent) = splice::PIPES.take() {
+                        return splice::pass(from, to, n, &mut lent, stall.as_mut(), idle).await;
+                    }
+                }
+            }
             let got = if buffered > 0 {
                 // What the read buffer already holds goes first, straight from it.
                 let take = buffered.min(n);

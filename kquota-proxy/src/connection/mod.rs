@@ -13,25 +13,32 @@ mod decide;
 pub(crate) mod fetch_walk;
 mod frames;
 mod requests;
+mod sides;
+#[cfg(target_os = "linux")]
+mod splice;
+
+/// The most pipes open at once for bytes passed on unchanged, each two descriptors (none where
+/// splice(2) is not).
+#[cfg(target_os = "linux")]
+pub(crate) const PIPES_OPEN_AT_MOST: usize = splice::MAX_PIPES;
+/// The most pipes open at once for bytes passed on unchanged (none where splice(2) is not).
+#[cfg(not(target_os = "linux"))]
+pub(crate) const PIPES_OPEN_AT_MOST: usize = 0;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use kquota_host::{Slot, SHUTDOWN_GRACE};
 use kquota_wire::Principal;
-use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Semaphore, SemaphorePermit};
 use tracing::{debug, warn};
 
 use self::decide::{Decisions, Pending};
 use self::frames::FrameReader;
+use self::sides::{ReadSide, Side, WriteSide};
 use crate::config::HostPort;
 use crate::shared::{Shared, Target};
-
-/// Either side of a connection: TCP, or TLS over it.
-trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
-impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 
 /// What the request and answer sides of one connection share.
 struct Conn<'a> {
@@ -74,7 +81,7 @@ enum Ended {
 }
 
 /// The broker's side of a connection, read by the answer side.
-type UpstreamReader = FrameReader<ReadHalf<Box<dyn Stream>>>;
+type UpstreamReader = FrameReader<ReadSide>;
 
 /// Proxies `client` to the broker `target` stands for (connected at the first request to forward)
 /// until either side leaves, a frame is refused, the connection gives way to a new one, or the
@@ -89,8 +96,8 @@ pub(crate) async fn serve(
     let _ = client.set_nodelay(true);
     let timeout = shared.config.connect_timeout;
     // TLS towards the client first: its certificate names the connection's principal.
-    let (client, principal): (Box<dyn Stream>, Principal) = match &shared.config.client_tls {
-        None => (Box::new(client), Principal::anonymous()),
+    let (client, principal) = match &shared.config.client_tls {
+        None => (Side::Tcp(client), Principal::anonymous()),
         Some(tls) => {
             let accepted = tokio::select! {
                 r = tokio::time::timeout(timeout, tls.accept(client)) => r,
@@ -98,7 +105,7 @@ pub(crate) async fn serve(
                 _ = slot.closing() => return,
             };
             match accepted {
-                Ok(Ok((stream, principal))) => (Box::new(stream), principal),
+                Ok(Ok((stream, principal))) => (Side::Tls(Box::new(stream)), principal),
                 Ok(Err(e)) => {
                     debug!(%peer, "closing connection: TLS handshake failed: {e}");
                     return;
@@ -132,13 +139,13 @@ pub(crate) async fn serve(
 }
 
 /// Connects to the broker at `upstream`, over TLS if the cluster is reached so.
-async fn connect(upstream: &HostPort, shared: &Shared) -> Result<Box<dyn Stream>, String> {
+async fn connect(upstream: &HostPort, shared: &Shared) -> Result<Side, String> {
     let connect = async {
         let tcp = TcpStream::connect((upstream.host.as_str(), upstream.port)).await?;
         let _ = tcp.set_nodelay(true);
-        let stream: Box<dyn Stream> = match &shared.config.upstream_tls {
-            None => Box::new(tcp),
-            Some(tls) => Box::new(tls.connect(tcp, &upstream.host).await?),
+        let stream = match &shared.config.upstream_tls {
+            None => Side::Tcp(tcp),
+            Some(tls) => Side::Tls(Box::new(tls.connect(tcp, &upstream.host).await?)),
         };
         Ok::<_, std::io::Error>(stream)
     };
@@ -152,9 +159,9 @@ async fn connect(upstream: &HostPort, shared: &Shared) -> Result<Box<dyn Stream>
 /// Proxies `client` to `upstream`. The broker is connected to only when a request must be
 /// forwarded, so that a connection whose requests the proxy answers itself (the quota admin
 /// APIs) is served while the cluster is unreachable.
-async fn proxy(client: Box<dyn Stream>, conn: &Conn<'_>, addr: &HostPort) {
+async fn proxy(client: Side, conn: &Conn<'_>, addr: &HostPort) {
     let shared = conn.shared;
-    let (client_r, client_w) = tokio::io::split(client);
+    let (client_r, client_w) = client.split();
     // The permits bound the answers owed, including the one being read or written; the queue
     // keeps their order (and never blocks: it has room for every permit).
     let owed = Semaphore::new(shared.config.max_in_flight);
@@ -190,14 +197,14 @@ enum Upstream<'a> {
         reader: oneshot::Sender<UpstreamReader>,
     },
     /// Connected: the write half.
-    Connected(WriteHalf<Box<dyn Stream>>),
+    Connected(WriteSide),
     /// A state between the two, never seen outside [`Upstream::writer`].
     Connecting,
 }
 
 impl Upstream<'_> {
     /// The broker's write half, connecting first if this is the first request to forward.
-    async fn writer(&mut self, conn: &Conn<'_>) -> Result<&mut WriteHalf<Box<dyn Stream>>, Ended> {
+    async fn writer(&mut self, conn: &Conn<'_>) -> Result<&mut WriteSide, Ended> {
         if let Upstream::Unconnected { .. } = self {
             if let Upstream::Unconnected { addr, reader } =
                 std::mem::replace(self, Upstream::Connecting)
@@ -230,7 +237,7 @@ impl Upstream<'_> {
                 warn!(peer = %conn.peer, upstream = %addr, "closing connection: {why}");
                 Ended::Closed
             })?;
-            let (r, w) = tokio::io::split(stream);
+            let (r, w) = stream.split();
             if reader.send(FrameReader::new(r)).is_err() {
                 // The answer side has ended: the connection is closing.
                 return Err(Ended::Closed);

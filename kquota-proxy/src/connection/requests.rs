@@ -13,6 +13,7 @@ use tracing::{debug, warn};
 
 use super::decide::{Pending, ReadOn};
 use super::frames::{write_frame, BodyError, FrameReader, PassError, WriteError, PASS_CHUNK};
+use super::sides::Socket;
 use super::{Conn, Ended, Owed, Upstream};
 use crate::header::{self, RequestHead};
 
@@ -27,7 +28,7 @@ pub(super) async fn forward<'a, R>(
     conn: &Conn<'_>,
 ) -> Ended
 where
-    R: AsyncRead + Unpin,
+    R: AsyncRead + Socket + Unpin,
 {
     let shared = conn.shared;
     let peer = conn.peer;
@@ -218,7 +219,7 @@ async fn reserve(bytes: usize, conn: &Conn<'_>) -> Option<Reservation> {
 
 /// Passes the `rest` of a request whose head the broker has from the client to the broker as it
 /// comes, through a chunk of the budget.
-async fn pass_rest<R: AsyncRead + Unpin>(
+async fn pass_rest<R: AsyncRead + Socket + Unpin>(
     client: &mut FrameReader<R>,
     upstream: &mut Upstream<'_>,
     rest: usize,
