@@ -1,8 +1,8 @@
 //! The bytes of one side of a connection as Kafka frames: a 4-byte size, then that many bytes.
-//! [`FrameReader`] reads them through a small buffer (a frame's size, header and small body come
-//! in one system call): a frame's head alone, the rest of it whole, or the rest passed on to the
-//! other side as it arrives ([`FrameReader::pass`], cut-through); [`write_frame`] writes one
-//! within a time bound.
+//! [`FrameReader`] reads them through a small buffer, held only while it holds bytes (a frame's
+//! size, header and small body come in one system call): a frame's head alone, the rest of it
+//! whole, or the rest passed on to the other side as it arrives ([`FrameReader::pass`],
+//! cut-through); [`write_frame`] writes one within a time bound.
 
 use std::io;
 use std::pin::pin;
@@ -10,14 +10,12 @@ use std::time::Duration;
 
 use kquota_host::Frame;
 
+use super::read_buffer::ReadBuffer;
 use super::sides::Socket;
 #[cfg(target_os = "linux")]
 use super::splice;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
-
-/// The read buffer of each side of a connection.
-const READ_BUFFER: usize = 8 * 1024;
 
 /// The most a frame passed through ([`FrameReader::pass`]) reads in one go beyond what the read
 /// buffer holds: the chunk it is read into comes from the caller's budget.
@@ -25,7 +23,7 @@ pub(super) const PASS_CHUNK: usize = 64 * 1024;
 
 /// Incoming frames on one side of a connection.
 pub(super) struct FrameReader<R> {
-    stream: BufReader<R>,
+    stream: ReadBuffer<R>,
     /// The next frame's size prefix, as far as it has arrived.
     prefix: [u8; 4],
     got: usize,
@@ -51,11 +49,11 @@ impl std::fmt::Display for BodyError {
     }
 }
 
-impl<R: AsyncRead + Unpin> FrameReader<R> {
+impl<R: AsyncRead + Socket + Unpin> FrameReader<R> {
     /// Frames from `stream`.
     pub(super) fn new(stream: R) -> FrameReader<R> {
         FrameReader {
-            stream: BufReader::with_capacity(READ_BUFFER, stream),
+            stream: ReadBuffer::new(stream),
             prefix: [0; 4],
             got: 0,
         }
@@ -131,7 +129,7 @@ pub(super) enum PassError {
     To(WriteError),
 }
 
-impl<R: AsyncRead + Unpin> FrameReader<R> {
+impl<R: AsyncRead + Socket + Unpin> FrameReader<R> {
     /// The first `want` bytes of the frame whose size prefix was `prefix` (at most the frame's
     /// size), after the prefix: what the proxy reads before it decides whether the rest is
     /// needed whole. Read within `idle`.
@@ -187,10 +185,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         mut to: Option<&mut W>,
         chunk: &mut Vec<u8>,
         idle: Duration,
-    ) -> Result<(), PassError>
-    where
-        R: Socket,
-    {
+    ) -> Result<(), PassError> {
         // One timer for the whole frame, pushed back at each step that moves bytes.
         let mut stall = pin!(tokio::time::sleep(idle));
         while n > 0 {

@@ -12,6 +12,7 @@ mod answers;
 mod decide;
 pub(crate) mod fetch_walk;
 mod frames;
+mod read_buffer;
 mod requests;
 mod sides;
 #[cfg(target_os = "linux")]

@@ -175,7 +175,7 @@ const REQUEST_HEAD: usize = 512;
 /// The request of `size` bytes after `prefix`: its frame (whole, or only its head), the budget
 /// its bytes hold until the broker has them, and how many of its bytes are still to come (to be
 /// passed on). `None`: the connection closes (logged).
-async fn read_request<R: AsyncRead + Unpin>(
+async fn read_request<R: AsyncRead + Socket + Unpin>(
     client: &mut FrameReader<R>,
     prefix: [u8; 4],
     size: usize,
@@ -260,7 +260,7 @@ async fn pass_rest<R: AsyncRead + Socket + Unpin>(
 /// its throttle is over; meanwhile the start of the next one is read ahead, so that a client that
 /// leaves is closed at once (Kafka notices only at `connections.max.idle.ms`), and a muted
 /// connection is idle like any other. A connection is idle only when no answer is owed either.
-async fn next_prefix<R: AsyncRead + Unpin>(
+async fn next_prefix<R: AsyncRead + Socket + Unpin>(
     client: &mut FrameReader<R>,
     owed: &Semaphore,
     conn: &Conn<'_>,
