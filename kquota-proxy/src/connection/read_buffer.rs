@@ -162,17 +162,13 @@ impl<R: AsyncRead + Socket + Unpin> AsyncBufRead for ReadBuffer<R> {
 #[cfg(test)]
 mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::{TcpListener, TcpStream};
+    use tokio::net::TcpStream;
 
-    use super::super::sides::{ReadSide, Side};
+    use super::super::sides::{loopback_pair, ReadSide, Side};
     use super::*;
 
     async fn socket_pair() -> (TcpStream, ReadSide) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let near = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (far, _) = listener.accept().await.unwrap();
+        let (near, far) = loopback_pair().await;
         let (read, write) = Side::Tcp(far).split();
         drop(write);
         (near, read)

@@ -157,3 +157,14 @@ impl AsyncWrite for WriteSide {
         self.get_mut().writer().poll_shutdown(cx)
     }
 }
+
+/// Two connected loopback sockets, for the tests.
+#[cfg(test)]
+pub(super) async fn loopback_pair() -> (TcpStream, TcpStream) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let near = TcpStream::connect(listener.local_addr().unwrap())
+        .await
+        .unwrap();
+    let (far, _) = listener.accept().await.unwrap();
+    (near, far)
+}

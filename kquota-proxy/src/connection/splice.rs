@@ -122,8 +122,9 @@ pub(super) async fn pass(
             // The pipe is empty, so it has room: a splice that would block means the socket has
             // nothing to read (and only then may its readiness be cleared).
             let want = n.min(MOST);
+            let fill = || splice(from, None, &pipe.write, None, want, flags);
             let moved = tokio::select! {
-                r = read_ready(from, || splice(from, None, &pipe.write, None, want, flags)) => r,
+                r = when_ready(from, Interest::READABLE, fill) => r,
                 () = &mut stall => return Err(PassError::From(BodyError::Stalled)),
             };
             match moved {
@@ -138,8 +139,9 @@ pub(super) async fn pass(
             // The pipe holds bytes: a splice that would block means the socket's send buffer is
             // full.
             let held = lent.held;
+            let drain = || splice(&pipe.read, None, to, None, held, flags);
             let moved = tokio::select! {
-                r = write_ready(to, || splice(&pipe.read, None, to, None, held, flags)) => r,
+                r = when_ready(to, Interest::WRITABLE, drain) => r,
                 () = &mut stall => return Err(PassError::To(WriteError::Stalled)),
             };
             match moved {
@@ -152,28 +154,15 @@ pub(super) async fn pass(
     Ok(())
 }
 
-/// `op` once `socket` is readable, again while it would block.
-async fn read_ready(
+/// `op` once `socket` is ready for `interest`, again while it would block.
+async fn when_ready(
     socket: &TcpStream,
+    interest: Interest,
     mut op: impl FnMut() -> rustix::io::Result<usize>,
 ) -> io::Result<usize> {
     loop {
-        socket.readable().await?;
-        match socket.try_io(Interest::READABLE, || op().map_err(io::Error::from)) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            r => return r,
-        }
-    }
-}
-
-/// `op` once `socket` is writable, again while it would block.
-async fn write_ready(
-    socket: &TcpStream,
-    mut op: impl FnMut() -> rustix::io::Result<usize>,
-) -> io::Result<usize> {
-    loop {
-        socket.writable().await?;
-        match socket.try_io(Interest::WRITABLE, || op().map_err(io::Error::from)) {
+        socket.ready(interest).await?;
+        match socket.try_io(interest, || op().map_err(io::Error::from)) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             r => return r,
         }
@@ -185,19 +174,9 @@ mod tests {
     use std::pin::pin;
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpListener;
 
+    use super::super::sides::loopback_pair;
     use super::*;
-
-    /// Two connected loopback sockets.
-    async fn pair() -> (TcpStream, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let near = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (far, _) = listener.accept().await.unwrap();
-        (near, far)
-    }
 
     fn counts(pipes: &Pipes) -> (usize, usize) {
         let state = pipes.state.lock();
@@ -206,8 +185,8 @@ mod tests {
 
     #[tokio::test]
     async fn bytes_go_through_unchanged_and_the_pipe_is_kept_for_the_next_pass() {
-        let (mut sender, from) = pair().await;
-        let (to, mut receiver) = pair().await;
+        let (mut sender, from) = loopback_pair().await;
+        let (to, mut receiver) = loopback_pair().await;
         let bytes: Vec<u8> = (0..3 << 20).map(|i: u32| (i * 7 % 251) as u8).collect();
         let expected = bytes.clone();
         let sent = tokio::spawn(async move {
@@ -249,8 +228,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_receiver_that_stops_reading_stalls_the_pass_and_its_bytes_are_never_reused() {
-        let (mut sender, from) = pair().await;
-        let (to, _receiver) = pair().await;
+        let (mut sender, from) = loopback_pair().await;
+        let (to, _receiver) = loopback_pair().await;
         let bytes = vec![1u8; 16 << 20];
         let _sent = tokio::spawn(async move {
             let _ = sender.write_all(&bytes).await;
@@ -276,8 +255,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_sender_that_closes_within_the_frame_truncates_it() {
-        let (mut sender, from) = pair().await;
-        let (to, _receiver) = pair().await;
+        let (mut sender, from) = loopback_pair().await;
+        let (to, _receiver) = loopback_pair().await;
         sender.write_all(&[9u8; 1000]).await.unwrap();
         drop(sender);
         let pipes = Pipes::new(2);
@@ -290,8 +269,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_sender_that_sends_nothing_stalls_the_pass() {
-        let (_sender, from) = pair().await;
-        let (to, _receiver) = pair().await;
+        let (_sender, from) = loopback_pair().await;
+        let (to, _receiver) = loopback_pair().await;
         let pipes = Pipes::new(2);
         let mut lent = pipes.take().expect("a pipe");
         let idle = Duration::from_millis(200);
