@@ -257,6 +257,39 @@ async fn other_requests_and_answers_pass_byte_for_byte() {
     running.stop().await;
 }
 
+/// A frame of an API the proxy does not know (999 v0), with correlation id `id` and `size` bytes
+/// of a pattern after it.
+pub(crate) fn unknown_api_frame(id: i32, size: u32) -> Vec<u8> {
+    let mut frame = vec![0x03, 0xe7, 0, 0];
+    frame.extend_from_slice(&id.to_be_bytes());
+    frame.extend((0..size).map(|i| (i * 7 % 251) as u8));
+    frame
+}
+
+#[tokio::test]
+async fn large_requests_and_answers_pass_byte_for_byte_one_after_another() {
+    let running = start(|_| {}).await;
+    let mut c = Client::connect(running.addr).await;
+    // Over 32 KiB each way: passed on as they come (between two plain sockets, through a pipe),
+    // one after another on the same connection, and one sent while the last is still coming.
+    for (id, size) in [(1, 300_000), (2, 40_000), (3, 1_200_000)] {
+        let frame = unknown_api_frame(id, size);
+        c.send_frame(&frame).await;
+        let answer = c.recv().await.expect("an answer");
+        assert!(
+            answer[..] == fake::echo(1, &frame)[..],
+            "frame {id} of {size} bytes changed on the way"
+        );
+    }
+    let (a, b) = (unknown_api_frame(4, 500_000), unknown_api_frame(5, 70_000));
+    c.send_frame(&a).await;
+    c.send_frame(&b).await;
+    for frame in [a, b] {
+        assert!(c.recv().await.expect("an answer")[..] == fake::echo(1, &frame)[..]);
+    }
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn pipelined_requests_come_back_in_order() {
     let running = start(|c| c.max_in_flight = 4).await;

@@ -199,6 +199,24 @@ async fn a_client_certificate_names_the_user_whose_quota_applies() {
             r.throttle_time_ms
         );
 
+        // Frames over 32 KiB each way pass on as they come through TLS too (copied: no pipe
+        // between a TLS stream and a socket). A connection of its own: the one above is muted
+        // for its throttle.
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let mut large = connector(&ca, Some((&alice_cert, &alice_key)))
+            .connect(name.clone(), tcp)
+            .await
+            .unwrap();
+        for (id, size) in [(10, 300_000), (11, 1_000_000)] {
+            let frame = crate::proxy::unknown_api_frame(id, size);
+            send_frame(&mut large, &frame).await;
+            let answer = recv_frame(&mut large).await.expect("an answer over TLS");
+            assert!(
+                answer[..] == crate::fake::echo(1, &frame)[..],
+                "frame {id} of {size} bytes changed on the way"
+            );
+        }
+
         // Without a client certificate (ssl.client.auth=required) or without TLS at all, the
         // proxy serves nothing.
         let tcp = TcpStream::connect(addr).await.unwrap();
