@@ -129,6 +129,19 @@ pub(super) enum PassError {
     To(WriteError),
 }
 
+#[cfg(target_os = "linux")]
+impl From<splice::Stopped> for PassError {
+    fn from(stopped: splice::Stopped) -> PassError {
+        match stopped {
+            splice::Stopped::Truncated => PassError::From(BodyError::Truncated),
+            splice::Stopped::ReadStalled => PassError::From(BodyError::Stalled),
+            splice::Stopped::Read(e) => PassError::From(BodyError::Io(e)),
+            splice::Stopped::WriteStalled => PassError::To(WriteError::Stalled),
+            splice::Stopped::Write(e) => PassError::To(WriteError::Io(e)),
+        }
+    }
+}
+
 impl<R: AsyncRead + Socket + Unpin> FrameReader<R> {
     /// The first `want` bytes of the frame whose size prefix was `prefix` (at most the frame's
     /// size), after the prefix: what the proxy reads before it decides whether the rest is
@@ -199,7 +212,9 @@ impl<R: AsyncRead + Socket + Unpin> FrameReader<R> {
                     .zip(self.stream.get_ref().tcp());
                 if let Some((to, from)) = sockets {
                     if let Some(mut lent) = splice::PIPES.take() {
-                        return splice::pass(from, to, n, &mut lent, stall.as_mut(), idle).await;
+                        return splice::pass(from, to, n, &mut lent, stall.as_mut(), idle)
+                            .await
+                            .map_err(PassError::from);
                     }
                 }
             }

@@ -19,8 +19,6 @@ use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
-use super::frames::{BodyError, PassError, WriteError};
-
 /// The most pipes open at once in the process; each holds two descriptors.
 pub(crate) const MAX_PIPES: usize = 32;
 
@@ -102,6 +100,21 @@ impl Drop for Lent<'_> {
     }
 }
 
+/// Why a pass stopped before its last byte.
+#[derive(Debug)]
+pub(super) enum Stopped {
+    /// The sending peer closed within the bytes.
+    Truncated,
+    /// The sending peer sent nothing for the idle time.
+    ReadStalled,
+    /// Reading failed.
+    Read(io::Error),
+    /// The receiving peer took nothing for the idle time.
+    WriteStalled,
+    /// Writing failed.
+    Write(io::Error),
+}
+
 /// Passes the next `n` bytes from `from` to `to` through `lent`, as they arrive. Each side may
 /// make no progress for at most `idle`, measured by `stall` (pushed back at each step that moves
 /// bytes): a peer that stops reading stalls this side's reads too.
@@ -112,7 +125,7 @@ pub(super) async fn pass(
     lent: &mut Lent<'_>,
     mut stall: Pin<&mut Sleep>,
     idle: Duration,
-) -> Result<(), PassError> {
+) -> Result<(), Stopped> {
     let Some(pipe) = &lent.pipe else {
         return Ok(());
     };
@@ -125,15 +138,15 @@ pub(super) async fn pass(
             let fill = || splice(from, None, &pipe.write, None, want, flags);
             let moved = tokio::select! {
                 r = when_ready(from, Interest::READABLE, fill) => r,
-                () = &mut stall => return Err(PassError::From(BodyError::Stalled)),
+                () = &mut stall => return Err(Stopped::ReadStalled),
             };
             match moved {
-                Ok(0) => return Err(PassError::From(BodyError::Truncated)),
+                Ok(0) => return Err(Stopped::Truncated),
                 Ok(k) => {
                     n -= k;
                     lent.held = k;
                 }
-                Err(e) => return Err(PassError::From(BodyError::Io(e))),
+                Err(e) => return Err(Stopped::Read(e)),
             }
         } else {
             // The pipe holds bytes: a splice that would block means the socket's send buffer is
@@ -142,11 +155,11 @@ pub(super) async fn pass(
             let drain = || splice(&pipe.read, None, to, None, held, flags);
             let moved = tokio::select! {
                 r = when_ready(to, Interest::WRITABLE, drain) => r,
-                () = &mut stall => return Err(PassError::To(WriteError::Stalled)),
+                () = &mut stall => return Err(Stopped::WriteStalled),
             };
             match moved {
                 Ok(k) => lent.held -= k,
-                Err(e) => return Err(PassError::To(WriteError::Io(e))),
+                Err(e) => return Err(Stopped::Write(e)),
             }
         }
         stall.as_mut().reset(Instant::now() + idle);
@@ -240,7 +253,7 @@ mod tests {
         let idle = Duration::from_millis(300);
         let stall = pin!(tokio::time::sleep(idle));
         let r = pass(&from, &to, 16 << 20, &mut lent, stall, idle).await;
-        assert!(matches!(r, Err(PassError::To(WriteError::Stalled))));
+        assert!(matches!(r, Err(Stopped::WriteStalled)));
         assert!(
             lent.held > 0,
             "the pipe holds what the receiver did not take"
@@ -264,7 +277,7 @@ mod tests {
         let idle = Duration::from_secs(10);
         let stall = pin!(tokio::time::sleep(idle));
         let r = pass(&from, &to, 5000, &mut lent, stall, idle).await;
-        assert!(matches!(r, Err(PassError::From(BodyError::Truncated))));
+        assert!(matches!(r, Err(Stopped::Truncated)));
     }
 
     #[tokio::test]
@@ -276,7 +289,7 @@ mod tests {
         let idle = Duration::from_millis(200);
         let stall = pin!(tokio::time::sleep(idle));
         let r = pass(&from, &to, 10, &mut lent, stall, idle).await;
-        assert!(matches!(r, Err(PassError::From(BodyError::Stalled))));
+        assert!(matches!(r, Err(Stopped::ReadStalled)));
     }
 
     #[test]
