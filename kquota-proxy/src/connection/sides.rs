@@ -168,3 +168,32 @@ pub(super) async fn loopback_pair() -> (TcpStream, TcpStream) {
     let (far, _) = listener.accept().await.unwrap();
     (near, far)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_plain_socket_closes_with_both_halves_not_with_the_write_half() {
+        let (mut peer, ours) = loopback_pair().await;
+        let (read, write) = Side::Tcp(ours).split();
+        // The request side drops its half while answers are owed: the peer must not see the end.
+        drop(write);
+        let mut byte = [0u8; 1];
+        let early = tokio::time::timeout(Duration::from_millis(200), peer.read(&mut byte)).await;
+        assert!(
+            early.is_err(),
+            "the peer saw {early:?} with the read half still open"
+        );
+        drop(read);
+        let late = tokio::time::timeout(Duration::from_secs(5), peer.read(&mut byte)).await;
+        assert!(
+            matches!(late, Ok(Ok(0))),
+            "the peer did not see the end: {late:?}"
+        );
+    }
+}

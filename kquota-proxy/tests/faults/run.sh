@@ -22,9 +22,11 @@
 # writes and reads back through it, it logged no panic, and within SETTLE_S seconds its open file
 # descriptors (/proc/PID/fd) and resident memory (/proc/PID/status VmRSS) come back to the baseline
 # taken after a first round trip:
-#   * descriptors exactly: the proxy pools nothing, so with no client connected it holds only its
-#     listeners, its runtime's, its store's and the inherited ones; one more is a connection (two,
-#     with its broker side) that was never closed, or a task that still holds one;
+#   * descriptors other than pipes exactly: the proxy pools no socket, so with no client connected
+#     it holds only its listeners, its runtime's, its store's and the inherited ones; one more is a
+#     connection (two, with its broker side) that was never closed, or a task that still holds one;
+#     pipes at most the baseline's plus 64 (the proxy keeps up to 32 pipes, two descriptors each,
+#     for the bytes it passes on with splice, spare once used);
 #   * memory at most RSS_TOLERANCE_KB (16 MiB) above the baseline, and after the second pass of
 #     (b), (c) and (d) at most RSS_GROWTH_KB (6 MiB) above the first pass. glibc's malloc keeps what
 #     the worker threads freed in their arenas, so RSS settles above a fresh process's, by up to
@@ -149,7 +151,10 @@ until grep -q "kquota-proxy serving" "$LOG"; do
   sleep 0.1
 done
 
-fds() { find "/proc/$PROXY_PID/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
+# Descriptors other than pipes, and pipes (kept spare for splice, at most MAX_PIPE_FDS more).
+fds() { find "/proc/$PROXY_PID/fd" -mindepth 1 -maxdepth 1 -printf '%l\n' 2>/dev/null | grep -vc '^pipe:' || true; }
+pipes() { find "/proc/$PROXY_PID/fd" -mindepth 1 -maxdepth 1 -printf '%l\n' 2>/dev/null | grep -c '^pipe:' || true; }
+MAX_PIPE_FDS=64
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$PROXY_PID/status"; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'; }
 hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$PROXY_PID/status"; }
@@ -174,10 +179,12 @@ settled() { # <after what>
       find "/proc/$PROXY_PID/fd" -mindepth 1 -maxdepth 1 -printf '%l\n' 2>/dev/null | sed 's/:\[[0-9]*\]$//' | sort | uniq -c >&2 || true
       echo "its TCP connections to clients and to the broker, by state:" >&2
       ss -tanp 2>/dev/null | grep "pid=$PROXY_PID," | awk '{print $1}' | sort | uniq -c >&2 || true
-      die "after $1 the proxy holds $(fds) descriptors after ${SETTLE_S} s, not the baseline's $FD0${SETTLE_HINT:+ ($SETTLE_HINT)}"
+      die "after $1 the proxy holds $(fds) descriptors other than pipes after ${SETTLE_S} s, not the baseline's $FD0${SETTLE_HINT:+ ($SETTLE_HINT)}"
     fi
     sleep 0.2
   done
+  [ "$(pipes)" -le $((PIPES0 + MAX_PIPE_FDS)) ] ||
+    die "after $1 the proxy holds $(pipes) pipe descriptors, more than the baseline's $PIPES0 + $MAX_PIPE_FDS"
   r="$(rss_kb)"
   last=-1
   while [ "$r" != "$last" ] && [ "$SECONDS" -lt "$deadline" ]; do
@@ -185,7 +192,7 @@ settled() { # <after what>
     last="$r"
     r="$(rss_kb)"
   done
-  echo "   after $1: $(fds) descriptors (baseline $FD0), RSS $(mib "$r") (baseline $(mib "$RSS0"), peak so far $(mib "$(hwm_kb)")), settled in $((SECONDS - t0)) s"
+  echo "   after $1: $(fds) descriptors (baseline $FD0) and $(pipes) of pipes (baseline $PIPES0), RSS $(mib "$r") (baseline $(mib "$RSS0"), peak so far $(mib "$(hwm_kb)")), settled in $((SECONDS - t0)) s"
   [ "$r" -le $((RSS0 + RSS_TOLERANCE_KB)) ] ||
     die "after $1 the proxy's RSS is $r kB, more than the baseline's $RSS0 kB + $RSS_TOLERANCE_KB kB"
   if [ -n "$PREV_RSS" ]; then
@@ -215,8 +222,9 @@ while :; do
   sleep 0.5
 done
 FD0="$(fds)"
+PIPES0="$(pipes)"
 RSS0="$(rss_kb)"
-echo "   baseline: $FD0 descriptors, RSS $(mib "$RSS0")"
+echo "   baseline: $FD0 descriptors and $PIPES0 of pipes, RSS $(mib "$RSS0")"
 
 # ---- (a) the broker restarted mid-stream
 echo "== (a) the broker restarted twice mid-stream (SIGTERM, then SIGKILL) under a producer and a consumer"
