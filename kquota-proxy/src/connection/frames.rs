@@ -201,10 +201,15 @@ impl<R: AsyncRead + Socket + Unpin> FrameReader<R> {
     ) -> Result<(), PassError> {
         // One timer for the whole frame, pushed back at each step that moves bytes.
         let mut stall = pin!(tokio::time::sleep(idle));
+        // A pipe is asked for once per frame: when none is free, the frame is copied whole
+        // rather than asking again (under the pipes' lock) at every chunk.
+        #[cfg(target_os = "linux")]
+        let mut splice_tried = false;
         while n > 0 {
             let buffered = self.stream.buffer().len();
             #[cfg(target_os = "linux")]
-            if buffered == 0 {
+            if buffered == 0 && !splice_tried {
+                splice_tried = true;
                 // Between two plain sockets, the rest need not pass through this process.
                 let sockets = to
                     .as_deref()

@@ -16,7 +16,7 @@ use tokio::io::{AsyncBufRead, AsyncRead, ReadBuf};
 use super::sides::Socket;
 
 /// The size of each read buffer.
-pub(super) const READ_BUFFER: usize = 8 * 1024;
+const READ_BUFFER: usize = 8 * 1024;
 
 /// Spare buffers kept per thread, beyond which a returned one is freed.
 const SPARE_PER_THREAD: usize = 64;

@@ -126,8 +126,9 @@ pub(super) async fn pass(
     mut stall: Pin<&mut Sleep>,
     idle: Duration,
 ) -> Result<(), Stopped> {
+    // `None` only once dropped; never a pass that claims bytes it did not move.
     let Some(pipe) = &lent.pipe else {
-        return Ok(());
+        return Err(Stopped::Read(io::Error::other("the pipe was given back")));
     };
     let flags = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
     while n > 0 || lent.held > 0 {
