@@ -188,7 +188,8 @@ async fn passed<W: AsyncWrite + Socket + Unpin>(
     let answer = match plan {
         Plan::Pass { endpoints: false } => {
             let _reservation = reserve(PASS_CHUNK, conn, addr).await?;
-            let mut chunk = Vec::with_capacity(PASS_CHUNK);
+            // Allocated only if the bytes are copied rather than spliced.
+            let mut chunk = Vec::new();
             if !write_client(client, &head, false, conn).await {
                 return None;
             }

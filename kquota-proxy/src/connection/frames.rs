@@ -190,8 +190,9 @@ impl<R: AsyncRead + Socket + Unpin> FrameReader<R> {
 
     /// Passes the next `n` bytes to `to` as they arrive (`None`: reads and drops them), and
     /// flushes. `chunk` is the buffer for what the read buffer does not hold; its capacity is the
-    /// most read at once. Each side may make no progress for at most `idle`: a peer that stops
-    /// reading stalls this side's reads too, and costs nothing more than its socket.
+    /// most read at once (an empty one gets [`PASS_CHUNK`] when first needed). Each side may
+    /// make no progress for at most `idle`: a peer that stops reading stalls this side's reads
+    /// too, and costs nothing more than its socket.
     pub(super) async fn pass<W: AsyncWrite + Socket + Unpin>(
         &mut self,
         mut n: usize,
@@ -236,6 +237,10 @@ impl<R: AsyncRead + Socket + Unpin> FrameReader<R> {
                 self.stream.consume(take);
                 take
             } else {
+                if chunk.capacity() == 0 {
+                    // Allocated only when the bytes are copied, not for a frame spliced.
+                    chunk.reserve_exact(PASS_CHUNK);
+                }
                 let room = chunk.capacity().min(n);
                 chunk.clear();
                 let mut source = self.stream.get_mut().take(room as u64);

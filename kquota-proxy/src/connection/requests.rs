@@ -230,7 +230,8 @@ async fn pass_rest<R: AsyncRead + Socket + Unpin>(
     let Some(_reservation) = reserve(PASS_CHUNK, conn).await else {
         return Err(Ended::Closed);
     };
-    let mut chunk = Vec::with_capacity(PASS_CHUNK);
+    // Allocated only if the bytes are copied rather than spliced.
+    let mut chunk = Vec::new();
     let writer = upstream.writer(conn).await?;
     let passed = tokio::select! {
         r = client.pass(rest, Some(writer), &mut chunk, shared.config.idle_timeout) => r,
