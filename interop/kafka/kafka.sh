@@ -14,6 +14,10 @@
 # Needs java (17+) and mvn; the first run downloads the jars into ~/.m2. Every failure exits non-zero
 # with a message on stderr; `start` shows the tail of the broker's log when the broker does not come up.
 # Environment: KAFKA_HEAP (default -Xmx512m), KAFKA_START_TIMEOUT (seconds, default 90).
+# KAFKA_FORWARDED_ADVERTISED=HOST:PORT (start only): a second listener, FORWARDED, on a free port
+# written to <dir>/forwarded and advertised as HOST:PORT, so that a plain forwarder listening there
+# and passing bytes to that port is what Kafka's clients bootstrapped through it connect to
+# (metadata names the listener a request came in on): kquota-proxy/bench/run.sh's peer.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BUILD="$HERE/target"
@@ -67,25 +71,40 @@ running() { # <dir>
 
 start() { # <dir>
   local dir="$1"
+  if [ -n "${KAFKA_FORWARDED_ADVERTISED:-}" ] && ! [[ "$KAFKA_FORWARDED_ADVERTISED" =~ ^[^:]+:[0-9]+$ ]]; then
+    die "KAFKA_FORWARDED_ADVERTISED must be HOST:PORT, not '$KAFKA_FORWARDED_ADVERTISED'"
+  fi
   build
   mkdir -p "$dir"
   dir="$(cd "$dir" && pwd)"
   running "$dir" && die "a broker is already running in $dir (pid $(cat "$dir/kafka.pid")); stop it first"
-  rm -rf "$dir/data" "$dir/logs" "$dir/kafka.pid" "$dir/bootstrap"
+  rm -rf "$dir/data" "$dir/logs" "$dir/kafka.pid" "$dir/bootstrap" "$dir/forwarded"
   mkdir -p "$dir/data" "$dir/logs"
   local bport cport
   bport="$(free_port)"
   cport="$(free_port)"
   [ "$bport" != "$cport" ] || cport="$(free_port)"
+  local listeners="PLAINTEXT://127.0.0.1:$bport,CONTROLLER://127.0.0.1:$cport"
+  local advertised="PLAINTEXT://127.0.0.1:$bport"
+  local protocols="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+  if [ -n "${KAFKA_FORWARDED_ADVERTISED:-}" ]; then
+    local fport
+    fport="$(free_port)"
+    while [ "$fport" = "$bport" ] || [ "$fport" = "$cport" ]; do fport="$(free_port)"; done
+    listeners="$listeners,FORWARDED://127.0.0.1:$fport"
+    advertised="$advertised,FORWARDED://$KAFKA_FORWARDED_ADVERTISED"
+    protocols="$protocols,FORWARDED:PLAINTEXT"
+    echo "127.0.0.1:$fport" >"$dir/forwarded"
+  fi
   cat >"$dir/server.properties" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$bport,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$bport
+listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=$protocols
 log.dirs=$dir/data
 num.network.threads=2
 num.io.threads=2
@@ -164,7 +183,7 @@ resume() { # <dir>
   dir="$(cd "$1" && pwd)" || die "no directory $1"
   [ -f "$dir/server.properties" ] || die "no broker was started in $dir (no server.properties)"
   running "$dir" && die "the broker in $dir is running (pid $(cat "$dir/kafka.pid"))"
-  bport="$(sed -n 's#^advertised.listeners=PLAINTEXT://127.0.0.1:##p' "$dir/server.properties")"
+  bport="$(sed -n 's#^advertised.listeners=PLAINTEXT://127.0.0.1:\([0-9]*\).*#\1#p' "$dir/server.properties")"
   [ -n "$bport" ] || die "no PLAINTEXT listener in $dir/server.properties"
   launch "$dir" "$bport"
 }

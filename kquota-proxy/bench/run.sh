@@ -2,12 +2,14 @@
 # kquota-proxy against a direct connection to the same broker, in one run (a real single-node Apache
 # Kafka 4.3.1 from interop/kafka/kafka.sh, the release kquota-proxy in front of it):
 #
-#   * throughput, produce and consume, direct and through the proxy: Kafka's ProducerPerformance
-#     (acks=1; small batches: 100-byte records, linger.ms=0, the default batch.size; large
-#     batches: 1,000-byte records, batch.size=262144, linger.ms=5) and ConsumerPerformance (its
-#     fetch MB/s, the group join left out) reading back topics filled once at the start;
+#   * throughput, produce and consume, direct, through the proxy and through forward.rs (below;
+#     the broker advertises it on a listener of its own, so the clients keep to it): Kafka's
+#     ProducerPerformance (acks=1; small batches: 100-byte records, linger.ms=0, the default
+#     batch.size; large batches: 1,000-byte records, batch.size=262144, linger.ms=5) and
+#     ConsumerPerformance (its fetch MB/s, the group join left out) reading back topics filled once
+#     at the start;
 #   * the proxy's CPU time (utime + stime of /proc/PID/stat) per MiB of record payload it forwarded
-#     in each proxied run;
+#     in each proxied run, and the forwarder's in each of its runs;
 #   * the latency the proxy adds to a produce request: latency.py times sequential acks=1 Produce
 #     requests of one 1,000-byte record, direct and through the proxy in alternating blocks;
 #   * what a hop costs a consumer: fetch_latency.py times sequential 1 MiB Fetch answers, direct,
@@ -17,8 +19,8 @@
 #     through kquota-proxy and through forward.rs, a minimal forwarder (two threads per connection
 #     copying bytes; built with rustc), CPU per MiB of each.
 #
-# ROUNDS rounds (default 3); in each, every workload runs direct and proxied back to back, the
-# order alternating from round to round, and the latency probe runs once. Ratios are taken within a
+# ROUNDS rounds (default 3); in each, every workload runs direct, proxied and forwarded back to
+# back, the one leading in turn from round to round, and the latency probe runs once. Ratios are taken within a
 # round and reported as the median and range (min–max) over the rounds (report.py).
 #
 # When the proxy serves AlterClientQuotas itself (its --help lists --super-users), quotas are set at
@@ -26,7 +28,7 @@
 # and the broker is checked to have none; otherwise the proxied runs have no quotas, and the report
 # says so.
 #
-#   bash kquota-proxy/bench/run.sh                 # about 5 minutes with ROUNDS=3 (7 with 5), once built
+#   bash kquota-proxy/bench/run.sh                 # about 6 minutes with ROUNDS=3 (9 with 5), once built
 #   ROUNDS=5 bash kquota-proxy/bench/run.sh
 #   KQUOTA_PROXY_BIN=path/to/kquota-proxy bash kquota-proxy/bench/run.sh    # that binary, not built
 #   BENCH_OUT=results.md bash kquota-proxy/bench/run.sh                      # the report, also there
@@ -111,7 +113,11 @@ LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== load average before: $LOAD_BEFORE" >&2
 
 mkdir -p "$WORK/kafka"
-KAFKA="$("$KAFKA_SH" start "$WORK/kafka")" || die "the Kafka broker did not start"
+# The forwarder's port, chosen before the broker starts: the broker advertises it on a listener of
+# its own (FORWARDED), so Kafka's clients bootstrapped through the forwarder keep to it.
+FWD_PORT="$("$PYTHON" "$ROOT/interop/ports.py")" || die "no port for the forwarder"
+KAFKA="$(KAFKA_FORWARDED_ADVERTISED="127.0.0.1:$FWD_PORT" "$KAFKA_SH" start "$WORK/kafka")" ||
+  die "the Kafka broker did not start"
 echo "   Kafka at $KAFKA" >&2
 
 free_port() {
@@ -171,7 +177,7 @@ echo "   $QUOTA_NOTE" >&2
 FWD_PID=""
 FWD=""
 if command -v rustc >/dev/null 2>&1 && rustc -O -o "$WORK/forward" "$HERE/forward.rs" 2>"$WORK/forward.build"; then
-  "$WORK/forward" 127.0.0.1:0 "$KAFKA" >"$WORK/forward.log" 2>&1 &
+  "$WORK/forward" "127.0.0.1:$FWD_PORT" "$(cat "$WORK/kafka/forwarded")" >"$WORK/forward.log" 2>&1 &
   FWD_PID=$!
   deadline=$((SECONDS + 10))
   until grep -q '^forwarding ' "$WORK/forward.log"; do
@@ -186,6 +192,14 @@ else
 fi
 
 cpu_ticks() { awk '{print $14, $15}' "/proc/${1:-$PROXY_PID}/stat"; }
+# The ticks of the process a path goes through ("0 0" direct: the broker's are not counted).
+path_ticks() { # <path>
+  case "$1" in
+    proxy) cpu_ticks "$PROXY_PID" ;;
+    forward) cpu_ticks "$FWD_PID" ;;
+    *) echo "0 0" ;;
+  esac
+}
 # "total system" CPU milliseconds between two cpu_ticks readings.
 cpu_ms_between() { # <ticks before> <ticks after>
   local u0 s0 u1 s1
@@ -224,11 +238,11 @@ produce() { # <workload> <path> <round> <bootstrap> <records> <size> <props...>
   shift 6
   local before after out wire0 wire1
   wire0="$(wire_bytes)"
-  before="$(cpu_ticks)"
+  before="$(path_ticks "$path")"
   out="$(jrun org.apache.kafka.tools.ProducerPerformance --topic "bench-$workload" --num-records "$records" \
     --record-size "$size" --throughput -1 --producer-props "bootstrap.servers=$bootstrap" acks=1 "$@" 2>&1)" ||
     { echo "$out" | tail -n 5 >&2; die "ProducerPerformance failed ($workload, $path)"; }
-  after="$(cpu_ticks)"
+  after="$(path_ticks "$path")"
   wire1="$(wire_bytes)"
   local line
   line="$(grep 'records sent' <<<"$out" | tail -n 1)"
@@ -244,11 +258,11 @@ consume() { # <workload> <path> <round> <bootstrap> <topic> <records>
   local workload="$1" path="$2" round="$3" bootstrap="$4" topic="$5" records="$6"
   local before after out line wire0 wire1
   wire0="$(wire_bytes)"
-  before="$(cpu_ticks)"
+  before="$(path_ticks "$path")"
   out="$(jrun org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bootstrap" --topic "$topic" \
     --num-records "$records" --group "bench-$workload-$path-$round-$RANDOM" --timeout 30000 2>&1)" ||
     { echo "$out" | tail -n 5 >&2; die "ConsumerPerformance failed ($workload, $path)"; }
-  after="$(cpu_ticks)"
+  after="$(path_ticks "$path")"
   wire1="$(wire_bytes)"
   line="$(grep -E '^[0-9]{4}-' <<<"$out" | tail -n 1)"
   [ -n "$line" ] || { echo "$out" | tail -n 5 >&2; die "no result from ConsumerPerformance ($workload, $path)"; }
@@ -261,9 +275,9 @@ consume() { # <workload> <path> <round> <bootstrap> <topic> <records>
 
 record() { # <workload> <path> <round> <mb_s> <mb> <ticks before> <ticks after> <wire before> <wire after>
   local cpu_ms=null sys_ms=null wire_mb=null
-  if [ "$2" = proxy ]; then
-    read -r cpu_ms sys_ms <<<"$(cpu_ms_between "$6" "$7")"
-    [ "$8" = null ] || wire_mb="$(awk -v a="$8" -v b="$9" 'BEGIN { print (b - a) / 1048576 }')"
+  [ "$2" = direct ] || read -r cpu_ms sys_ms <<<"$(cpu_ms_between "$6" "$7")"
+  if [ "$2" = proxy ] && [ "$8" != null ]; then
+    wire_mb="$(awk -v a="$8" -v b="$9" 'BEGIN { print (b - a) / 1048576 }')"
   fi
   printf '{"kind": "throughput", "workload": "%s", "path": "%s", "round": %d, "mb_s": %s, "mb": %s, "cpu_ms": %s, "sys_ms": %s, "wire_mb": %s}\n' \
     "$1" "$2" "$3" "$4" "$5" "$cpu_ms" "$sys_ms" "$wire_mb" >>"$RESULTS"
@@ -301,12 +315,17 @@ floor() { # <round>
 both() { # <round> <function> <workload> <args before bootstrap...> -- <args after...>
   local round="$1" fn="$2" workload="$3"
   shift 3
+  # Direct, through the proxy and through the minimal forwarder (when built), the one leading in
+  # turn from round to round.
   local paths=(direct proxy)
-  [ $((round % 2)) = 0 ] && paths=(proxy direct)
+  [ -z "$FWD" ] || paths+=(forward)
+  local lead=$(((round - 1) % ${#paths[@]}))
+  paths=("${paths[@]:$lead}" "${paths[@]:0:$lead}")
   local p
   for p in "${paths[@]}"; do
     local addr="$KAFKA"
     [ "$p" = proxy ] && addr="$PROXY"
+    [ "$p" = forward ] && addr="$FWD"
     "$fn" "$workload" "$p" "$round" "$addr" "$@"
   done
 }
