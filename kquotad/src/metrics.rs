@@ -36,6 +36,8 @@ pub(crate) struct Metrics {
     alterations: Family<Labels, Counter>,
     failed_authentications: Counter,
     commit_seconds: Histogram,
+    /// Whether apiKey 50 is the draft AlterQuotas here rather than DescribeUserScramCredentials.
+    draft_alter_quotas: bool,
 }
 
 impl fmt::Debug for Metrics {
@@ -45,8 +47,9 @@ impl fmt::Debug for Metrics {
 }
 
 impl Metrics {
-    /// Every family registered, at zero.
-    pub(crate) fn new() -> Metrics {
+    /// Every family registered, at zero. `draft_alter_quotas`: apiKey 50 is served as the draft
+    /// AlterQuotas, so its requests are counted under that name and their errors per entry.
+    pub(crate) fn new(draft_alter_quotas: bool) -> Metrics {
         let requests = Family::<Labels, Counter>::default();
         let alterations = Family::<Labels, Counter>::default();
         let failed_authentications = Counter::default();
@@ -79,6 +82,7 @@ impl Metrics {
             alterations,
             failed_authentications,
             commit_seconds,
+            draft_alter_quotas,
         }
     }
 
@@ -89,8 +93,12 @@ impl Metrics {
             i16::from_be_bytes([head[0], head[1]]),
             i16::from_be_bytes([head[2], head[3]]),
         );
-        let error =
-            top_level_error(api, version, response).map_or(String::new(), |c| ErrorCode(c).name());
+        let error = if self.draft_alter_quotas && api == kquota_wire::ALTER_QUOTAS {
+            // The draft's errors are per entry, as AlterClientQuotas' are.
+            String::new()
+        } else {
+            top_level_error(api, version, response).map_or(String::new(), |c| ErrorCode(c).name())
+        };
         self.count(api, error);
     }
 
@@ -119,7 +127,10 @@ impl Metrics {
 
     fn count(&self, api: i16, error: String) {
         self.requests
-            .get_or_create(&vec![("api", api_name(api)), ("error", error)])
+            .get_or_create(&vec![
+                ("api", api_name(api, self.draft_alter_quotas)),
+                ("error", error),
+            ])
             .inc();
     }
 
@@ -133,16 +144,18 @@ impl Metrics {
     }
 }
 
-/// An API's name as Kafka spells it; only APIs the server serves get one of their own, so the
-/// label's values are bounded whatever a peer sends.
-fn api_name(api: i16) -> String {
+/// An API's name as Kafka spells it (key 50 is the draft AlterQuotas where `draft_alter_quotas`
+/// serves it, Kafka's DescribeUserScramCredentials otherwise); only APIs the server serves get one
+/// of their own, so the label's values are bounded whatever a peer sends.
+fn api_name(api: i16, draft_alter_quotas: bool) -> String {
+    if draft_alter_quotas && api == kquota_wire::ALTER_QUOTAS {
+        return "AlterQuotas".to_owned();
+    }
     let served = kquota_wire::SUPPORTED_APIS
         .iter()
         .chain(kquota_wire::SASL_APIS.iter())
         .any(|a| a.api_key == api);
     match ApiKey::try_from(api) {
-        // Key 50 is the draft AlterQuotas when that is enabled; Kafka's name is the other one.
-        _ if api == kquota_wire::ALTER_QUOTAS && !served => "AlterQuotas".to_owned(),
         Ok(key) if served => format!("{key:?}"),
         _ => "other".to_owned(),
     }
@@ -268,9 +281,43 @@ mod tests {
 
     #[test]
     fn api_names_are_bounded() {
-        assert_eq!(api_name(48), "DescribeClientQuotas");
-        assert_eq!(api_name(18), "ApiVersions");
-        assert_eq!(api_name(0), "other", "Produce is not served");
-        assert_eq!(api_name(-3), "other");
+        assert_eq!(api_name(48, false), "DescribeClientQuotas");
+        assert_eq!(api_name(18, false), "ApiVersions");
+        assert_eq!(api_name(0, false), "other", "Produce is not served");
+        assert_eq!(api_name(-3, true), "other");
+    }
+
+    #[test]
+    fn key_50_is_named_for_what_it_serves() {
+        assert_eq!(api_name(50, false), "DescribeUserScramCredentials");
+        assert_eq!(api_name(50, true), "AlterQuotas");
+    }
+
+    #[test]
+    fn a_draft_alter_quotas_answer_is_counted_under_its_name_with_errors_per_entry() {
+        let counted = |draft: bool| {
+            let metrics = Metrics::new(draft);
+            // The draft's v0 answer as it begins: the correlation id, throttle 0, one entry.
+            let response = [0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0];
+            metrics.answered([0, 50, 0, 0], &response);
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &metrics.registry).unwrap();
+            text.lines()
+                .find(|l| l.starts_with("kquotad_requests_total{"))
+                .map(str::to_owned)
+                .unwrap()
+        };
+        assert_eq!(
+            counted(true),
+            r#"kquotad_requests_total{api="AlterQuotas",error=""} 1"#
+        );
+        // Read as Kafka's DescribeUserScramCredentials, the same bytes give a top-level code.
+        let scram = counted(false);
+        assert!(
+            scram.starts_with(
+                r#"kquotad_requests_total{api="DescribeUserScramCredentials",error=""#
+            ) && !scram.contains(r#"error="""#),
+            "{scram}"
+        );
     }
 }

@@ -181,7 +181,7 @@ impl Server {
             loaded,
             ..
         } = opened;
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::new(config.draft_alter_quotas));
         // Every commit timed and its results counted, whichever store it goes to.
         let store: Arc<dyn kquota::Persistence> = Arc::new(Timed {
             inner: persistence.expect("a store or a configuration log"),
