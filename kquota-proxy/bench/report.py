@@ -4,10 +4,11 @@
     report.py --many RESULTS.jsonl     (the MANY=1 run's lines: {"kind": "many", ...})
 
 Each throughput line: {"kind": "throughput", "workload", "path" ("direct"|"proxy"|"forward"),
-"round", "mb_s", "mb", "cpu_ms" (of the proxy or the forwarder, through them)}; each latency line: {"kind": "latency", "round", "direct",
-"proxy", ...} as latency.py prints it. Ratios are taken within a round (the proxied run over the
-direct run beside it), then their median and range over the rounds are given: the runs of one
-round share the machine's state, the rounds do not.
+"round", "mb_s", "mb", "cpu_ms" (of the proxy or the forwarder, through them)}; each latency
+line: {"kind": "latency", "round", "direct", "proxy", ...} as latency.py prints it. Ratios are
+taken within a round (the proxied or forwarded run over the direct run beside it), then their
+median and range over the rounds are given: the runs of one round share the machine's state, the
+rounds do not.
 """
 import json
 import os
@@ -86,11 +87,11 @@ def main():
         if r["workload"] not in workloads:
             workloads.append(r["workload"])
     rounds = sorted({r["round"] for r in tp} | {r["round"] for r in lat})
+    fwd = any(r["path"] == "forward" for r in tp)
     print("Rounds: %d (each round runs every workload direct, through the proxy%s, the one leading in turn)."
-          % (len(rounds), " and through the minimal forwarder" if any(r["path"] == "forward" for r in tp) else ""))
+          % (len(rounds), " and through the minimal forwarder" if fwd else ""))
     print()
     cores = os.cpu_count() or 1
-    fwd = any(r["path"] == "forward" for r in tp)
     if fwd:
         print("| workload | direct MB/s | kquota-proxy MB/s | proxy / direct | minimal forwarder MB/s | forwarder / direct"
               " | proxy / forwarder | the proxy's share of the machine's CPU | target ≥ %.0f%% |" % (TARGET_THROUGHPUT * 100))

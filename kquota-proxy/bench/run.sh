@@ -20,8 +20,8 @@
 #     copying bytes; built with rustc), CPU per MiB of each.
 #
 # ROUNDS rounds (default 3); in each, every workload runs direct, proxied and forwarded back to
-# back, the one leading in turn from round to round, and the latency probe runs once. Ratios are taken within a
-# round and reported as the median and range (min–max) over the rounds (report.py).
+# back, the one leading in turn from round to round, and the latency probe runs once. Ratios are
+# taken within a round and reported as the median and range (min–max) over the rounds (report.py).
 #
 # When the proxy serves AlterClientQuotas itself (its --help lists --super-users), quotas are set at
 # the proxy for every user (producer_byte_rate and consumer_byte_rate of 10 GiB/s, never reached)

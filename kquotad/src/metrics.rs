@@ -93,7 +93,7 @@ impl Metrics {
             i16::from_be_bytes([head[0], head[1]]),
             i16::from_be_bytes([head[2], head[3]]),
         );
-        let error = if self.draft_alter_quotas && api == kquota_wire::ALTER_QUOTAS {
+        let error = if is_draft(api, self.draft_alter_quotas) {
             // The draft's errors are per entry, as AlterClientQuotas' are.
             String::new()
         } else {
@@ -148,7 +148,7 @@ impl Metrics {
 /// serves it, Kafka's DescribeUserScramCredentials otherwise); only APIs the server serves get one
 /// of their own, so the label's values are bounded whatever a peer sends.
 fn api_name(api: i16, draft_alter_quotas: bool) -> String {
-    if draft_alter_quotas && api == kquota_wire::ALTER_QUOTAS {
+    if is_draft(api, draft_alter_quotas) {
         return "AlterQuotas".to_owned();
     }
     let served = kquota_wire::SUPPORTED_APIS
@@ -159,6 +159,11 @@ fn api_name(api: i16, draft_alter_quotas: bool) -> String {
         Ok(key) if served => format!("{key:?}"),
         _ => "other".to_owned(),
     }
+}
+
+/// Whether `api` is the draft AlterQuotas on a server where `draft_alter_quotas` serves it.
+fn is_draft(api: i16, draft_alter_quotas: bool) -> bool {
+    draft_alter_quotas && api == kquota_wire::ALTER_QUOTAS
 }
 
 /// The top-level error code of `response` to API `api` at `version`, for the APIs that have
