@@ -32,11 +32,11 @@ Rates are what the clients achieved (bytes acknowledged or consumed, sampled eve
 first one), from the end of the first quota window (quota.window.num x quota.window.size.seconds =
 11 s) over KQUOTA_PROXY_RATE_SECONDS (default 20; KQUOTA_PROXY_FULL=1 makes it 30), librdkafka's
 producers and every consumer over at least LIBRDKAFKA_PRODUCER_S and CONSUMER_S (60), each end
-averaged over one throttle cycle (see measure()). The rate clients run in six phases of at most four clients at once (Java and
-librdkafka producers; the KIP-55 pair with client a's Kafka run; the three-broker producer's pair;
-kafka-python producers; Java and librdkafka consumers; kafka-python consumers). The first five
-cases of convergence and the three-broker case are also told apart from what Kafka does: see
-converged() and per_proxy().
+averaged over one throttle cycle (see measure()). The rate clients run in six phases of at most
+four clients at once (Java and librdkafka producers; the KIP-55 pair with client a's Kafka run; the
+three-broker producer's pair; kafka-python producers; Java and librdkafka consumers; kafka-python
+consumers). The first five cases of convergence and the three-broker case are also told apart
+from what Kafka does: see converged() and per_proxy().
 
 Environment: KQUOTA_PROXY_CASES=REGEX runs only the cases whose names match (the others are
 reported as not run, and the run fails: a partial run never passes); KQUOTA_PROXY_RATE_PARALLEL=0
@@ -462,7 +462,7 @@ class Suite:
     def rate_client(self, job):
         """One rate client; a job is a dict (label, stack, mode, conf, topic). Returns the job with its
         result: the client's samples and the rate measured from them (see measure())."""
-        job["seconds"] = max(self.rate_seconds, job.get("min_seconds", 0))
+        job["seconds"] = self.span_s(job.get("min_seconds", 0))
         seconds = self.rate_run_s(job["seconds"])
         try:
             if job["mode"] == "produce-rate":
@@ -477,6 +477,10 @@ class Suite:
         except Exception as e:
             job["error"] = e
         return job
+
+    def span_s(self, min_seconds=0):
+        """The span a rate client is measured over: the suite's, or the client's own if longer."""
+        return max(self.rate_seconds, min_seconds)
 
     def rate_run_s(self, seconds):
         """How long a rate client measured over `seconds` runs after its first byte: the first window,
@@ -556,7 +560,7 @@ class Suite:
         kip55_topics = {c: "kip55-%s-%s" % (c, rid) for c in ("a", "b", "kafka-a")}
         spread_topic = "rate-spread-%s" % rid
         # Each consumer reads from the start of one shared topic, so it must hold more than any reads.
-        fill = int((FIRST_WINDOW_S + max(self.rate_seconds, CONSUMER_S) + SMOOTH_S) * RATE * 1.5 + 20 * RATE)
+        fill = int((FIRST_WINDOW_S + self.span_s(CONSUMER_S) + SMOOTH_S) * RATE * 1.5 + 20 * RATE)
 
         def setup():
             self.create_topics([source] + list(produce_topics.values()) + list(kip55_topics.values()))
@@ -613,7 +617,7 @@ class Suite:
         ]
         done = {}
         for title, jobs in phases:
-            longest = max(max(self.rate_seconds, j.get("min_seconds", 0)) for j in jobs)
+            longest = max(self.span_s(j.get("min_seconds", 0)) for j in jobs)
             log("   %s: %d clients%s, up to %.0f s each (first window %d s, %.0f s measured, ends averaged over %d s)"
                 % (title, len(jobs), " at once" if self.parallel else " one after the other",
                    self.rate_run_s(longest), FIRST_WINDOW_S, longest, SMOOTH_S))
