@@ -117,8 +117,23 @@ pub(crate) struct Plan {
     pub(crate) changes: Vec<Change>,
 }
 
+/// How much of Kafka's validation a batch gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Checks {
+    /// Every rule: Kafka's controller's, kquota's stricter value rules, and the sub-quota rules.
+    Full,
+    /// Changes an authority has already accepted (a broker mirroring its controller): the entity and
+    /// the key are checked, a value only for being above 0, and no sub-quota rule applies.
+    Mirror,
+}
+
 /// Validates `batch` against `state` without changing it.
-pub(crate) fn plan(state: &State, batch: &[Alteration], policy: SubQuotaPolicy) -> Plan {
+pub(crate) fn plan(
+    state: &State,
+    batch: &[Alteration],
+    policy: SubQuotaPolicy,
+    checks: Checks,
+) -> Plan {
     let mut errors: Vec<Option<ApiError>> = vec![None; batch.len()];
     // Every copy of a repeated entity is refused (Kafka keeps the first copy's changes but reports an
     // error for it; we apply nothing that we report as failed).
@@ -144,12 +159,12 @@ pub(crate) fn plan(state: &State, batch: &[Alteration], policy: SubQuotaPolicy) 
         if errors[i].is_some() {
             continue;
         }
-        match validate(state, alteration) {
+        match validate(state, alteration, checks) {
             Ok(change) => candidates.push((i, change)),
             Err(e) => errors[i] = Some(e),
         }
     }
-    if policy == SubQuotaPolicy::Kip55 {
+    if policy == SubQuotaPolicy::Kip55 && checks == Checks::Full {
         enforce_sub_quotas(state, &mut candidates, &mut errors);
     }
     let results = batch
@@ -177,7 +192,7 @@ fn duplicate_entity(parts: &[EntityPart]) -> ApiError {
 }
 
 /// Checks one alteration in Kafka's order and computes its change.
-fn validate(state: &State, alteration: &Alteration) -> Result<Change, ApiError> {
+fn validate(state: &State, alteration: &Alteration, checks: Checks) -> Result<Change, ApiError> {
     // Kafka first folds the ops into a map; a key named twice fails the whole entity.
     let mut normalized: Vec<Result<QuotaKey, &str>> = Vec::with_capacity(alteration.ops.len());
     let mut seen_text: HashSet<&str, foldhash::fast::RandomState> = HashSet::default();
@@ -213,7 +228,17 @@ fn validate(state: &State, alteration: &Alteration) -> Result<Change, ApiError> 
             }
             Some(value) => {
                 let key = parse_key(&op.key, &entity)?;
-                validate_value(key, &op.key, value)?;
+                match checks {
+                    Checks::Full => validate_value(key, &op.key, value)?,
+                    // Kafka's controller refuses these first; NaN is not below 0 and passes there too.
+                    Checks::Mirror if value <= 0.0 => {
+                        return Err(ApiError::invalid_request(format!(
+                            "Quota {} must be greater than 0",
+                            op.key
+                        )))
+                    }
+                    Checks::Mirror => {}
+                }
                 ops.push((key, Some(value)));
             }
         }
@@ -527,7 +552,7 @@ fn sub_quota_message(
 }
 
 /// The value of one key of an entity in a snapshot, without copying its other keys.
-fn current_value(state: &State, entity: &Entity, key: QuotaKey) -> Option<f64> {
+pub(crate) fn current_value(state: &State, entity: &Entity, key: QuotaKey) -> Option<f64> {
     locate(state, entity).and_then(|(q, slot)| q.get(slot, key.index()))
 }
 

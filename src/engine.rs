@@ -281,6 +281,21 @@ impl Engine {
         )
     }
 
+    /// What each of the eight levels of [`Engine::resolve`]'s table configures for `key`, index
+    /// `level - 1`, found by exact entity lookups: no precedence, no sub-quota rule, and nothing
+    /// skipped for an empty name (an empty name's own levels find nothing, since no entity has one).
+    /// For a host that must reproduce another precedence to the letter, such as Apache Kafka's
+    /// default quota callback with its shortcuts. No lock, no allocation.
+    #[inline]
+    pub fn levels(&self, user: &str, client_id: &str, key: QuotaKey) -> [Option<f64>; 8] {
+        resolve::levels(&self.state.load(), user, client_id, key)
+    }
+
+    /// The value `entity` itself configures for `key`, if any (no precedence).
+    pub fn value(&self, entity: &Entity, key: QuotaKey) -> Option<f64> {
+        alter::current_value(&self.state.load(), entity, key)
+    }
+
     /// The effective `connection_creation_rate` of an IP, or `None` if unlimited.
     #[inline]
     pub fn resolve_ip(&self, ip: &str) -> Option<IpQuota> {
@@ -334,10 +349,35 @@ impl Engine {
         validate_only: bool,
         persist: impl FnOnce(&[EntityChange<'_>]) -> Result<(), E>,
     ) -> Result<Vec<AlterResult>, E> {
+        self.commit(batch, validate_only, alter::Checks::Full, persist)
+    }
+
+    /// Applies changes that an authority has already accepted, as a broker's quota callback mirrors
+    /// what Apache Kafka's controller committed: the entity and the key are checked, a value only for
+    /// being above 0 (Kafka's controller stores NaN, fractions of byte rates and +∞ for doubles, and
+    /// so does this), and the `kip55` sub-quota rules are not enforced. A state that breaks them is
+    /// bounded when it is resolved: a sub-quota above its user's total is held to the total, and
+    /// sub-quotas summing above it leave a remainder of 0.
+    #[must_use = "each alteration's result says whether it was refused, and why"]
+    pub fn mirror(&self, batch: &[Alteration]) -> Vec<AlterResult> {
+        let none = |_: &[EntityChange<'_>]| Ok::<(), std::convert::Infallible>(());
+        match self.commit(batch, false, alter::Checks::Mirror, none) {
+            Ok(results) => results,
+            Err(never) => match never {},
+        }
+    }
+
+    fn commit<E>(
+        &self,
+        batch: &[Alteration],
+        validate_only: bool,
+        checks: alter::Checks,
+        persist: impl FnOnce(&[EntityChange<'_>]) -> Result<(), E>,
+    ) -> Result<Vec<AlterResult>, E> {
         let (results, notes) = {
             let _writer = self.writer.lock();
             let current = self.state.load_full();
-            let plan = alter::plan(&current, batch, self.policy);
+            let plan = alter::plan(&current, batch, self.policy, checks);
             if validate_only || plan.changes.is_empty() {
                 (plan.results, Vec::new())
             } else {

@@ -142,6 +142,25 @@ impl<'s> Sources<'s> {
         // Kafka's lookup skips every user level for an empty user name, as it skips every client-id
         // level for an empty client-id.
         let has_user = user != Some("");
+        Sources::find_with(state, user, named_client, has_user, has_client)
+    }
+
+    /// Every level's node by exact entity lookups, skipping nothing for an empty name: level 4 is
+    /// `{user=<default>, client-id=c}` whatever the user is called, and an empty name's own levels
+    /// find nothing, since no entity has an empty name.
+    #[inline]
+    pub(crate) fn find_exact(state: &'s State, user: &str, client_id: &str) -> Sources<'s> {
+        Sources::find_with(state, Some(user), Some(client_id), true, true)
+    }
+
+    #[inline]
+    fn find_with(
+        state: &'s State,
+        user: Option<&str>,
+        named_client: Option<&str>,
+        has_user: bool,
+        has_client: bool,
+    ) -> Sources<'s> {
         // Each name is hashed once, and the three probes start before any finishes, so that their
         // cache misses overlap.
         let user_hash = user.map(|u| state.users.hash(u));
@@ -182,6 +201,18 @@ impl<'s> Sources<'s> {
             ],
             user_node,
         }
+    }
+
+    /// The total that bounds a sub-quota found at `level` for key index `k`: `{user=u}`'s for levels
+    /// 1 and 2, `{user=<default>}`'s for levels 4 and 5.
+    #[inline]
+    fn total_above(&self, level: Level, k: usize) -> Option<f64> {
+        let total_level = match level {
+            Level::UserClient | Level::UserDefaultClient => 2,
+            Level::DefaultUserClient | Level::DefaultUserDefaultClient => 5,
+            _ => return None,
+        };
+        self.levels[total_level].and_then(|(quotas, slot)| quotas.get(slot, k))
     }
 
     /// The sub-quota sums that bound a level-3 or level-6 total.
@@ -234,10 +265,26 @@ pub(crate) fn resolve(
                 if sum > 0 {
                     out.limits[k] = state::remainder(out.limits[k], sum);
                 }
+            } else if let Some(total) = sources.total_above(level, k) {
+                // Only a state the engine did not validate (`Engine::mirror`) can hold a sub-quota
+                // above its total; it is held to the total.
+                out.limits[k] = out.limits[k].min(total);
             }
         }
     }
     out
+}
+
+/// What each of the eight levels configures for `key` (index `level - 1`), by exact entity lookups:
+/// nothing is skipped for an empty name, and no precedence or sub-quota rule is applied. A callback
+/// that answers exactly as Apache Kafka's default one builds its own precedence on this.
+#[inline]
+pub(crate) fn levels(state: &State, user: &str, client_id: &str, key: QuotaKey) -> [Option<f64>; 8] {
+    let sources = Sources::find_exact(state, user, client_id);
+    let k = key.index();
+    sources
+        .levels
+        .map(|source| source.and_then(|(quotas, slot)| quotas.get(slot, k)))
 }
 
 /// The effective `connection_creation_rate` of one IP.
