@@ -230,14 +230,7 @@ fn validate(state: &State, alteration: &Alteration, checks: Checks) -> Result<Ch
                 let key = parse_key(&op.key, &entity)?;
                 match checks {
                     Checks::Full => validate_value(key, &op.key, value)?,
-                    // Kafka's controller refuses these first; NaN is not below 0 and passes there too.
-                    Checks::Mirror if value <= 0.0 => {
-                        return Err(ApiError::invalid_request(format!(
-                            "Quota {} must be greater than 0",
-                            op.key
-                        )))
-                    }
-                    Checks::Mirror => {}
+                    Checks::Mirror => kafka_value_check(key, &op.key, value)?,
                 }
                 ops.push((key, Some(value)));
             }
@@ -333,6 +326,26 @@ fn parse_key(text: &str, entity: &Entity) -> Result<QuotaKey, ApiError> {
 
 /// Checks a value in Kafka's order, then rejects what Kafka lets through but cannot be a rate.
 fn validate_value(key: QuotaKey, text: &str, value: f64) -> Result<(), ApiError> {
+    kafka_value_check(key, text, value)?;
+    let whole = key.quota_type().value_kind() != ValueKind::Double;
+    if !value.is_finite() {
+        return Err(ApiError::invalid_request(format!(
+            "Quota {text} must be a finite number"
+        )));
+    }
+    // Kafka's test lets 5.0000001 and 1e-300 through as whole numbers; kquota refuses every fraction
+    // (with Kafka's message) so that sub-quota sums and remainders are exact integer arithmetic.
+    if whole && value.fract() != 0.0 {
+        return Err(ApiError::invalid_request(format!(
+            "{text} cannot be a fractional value."
+        )));
+    }
+    Ok(())
+}
+
+/// Apache Kafka's controller's value checks, in its order: above 0 (NaN passes), within the type's
+/// range, and a whole number by its test `abs(value % 1) <= 1e-6`.
+fn kafka_value_check(key: QuotaKey, text: &str, value: f64) -> Result<(), ApiError> {
     if value <= 0.0 {
         return Err(ApiError::invalid_request(format!(
             "Quota {text} must be greater than 0"
@@ -349,26 +362,15 @@ fn validate_value(key: QuotaKey, text: &str, value: f64) -> Result<(), ApiError>
     let fractional = || ApiError::invalid_request(format!("{text} cannot be a fractional value."));
     // Kafka's own test: `Math.abs(value % 1.0) > 1e-6`.
     let kafka_fraction = || ((value % 1.0).abs() > 1e-6).then(fractional);
-    let whole = kind != ValueKind::Double;
     let kafka_error = match kind {
         ValueKind::Long => too_large(i64::MAX as f64, "a LONG").or_else(kafka_fraction),
         ValueKind::Int => too_large(i32::MAX as f64, "an INT").or_else(kafka_fraction),
         ValueKind::Double => None,
     };
-    if let Some(e) = kafka_error {
-        return Err(e);
+    match kafka_error {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    if !value.is_finite() {
-        return Err(ApiError::invalid_request(format!(
-            "Quota {text} must be a finite number"
-        )));
-    }
-    // Kafka's test lets 5.0000001 and 1e-300 through as whole numbers; kquota refuses every fraction
-    // (with Kafka's message) so that sub-quota sums and remainders are exact integer arithmetic.
-    if whole && value.fract() != 0.0 {
-        return Err(fractional());
-    }
-    Ok(())
 }
 
 /// The current contents of an entity's slot.

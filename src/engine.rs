@@ -353,9 +353,10 @@ impl Engine {
     }
 
     /// Applies changes that an authority has already accepted, as a broker's quota callback mirrors
-    /// what Apache Kafka's controller committed: the entity and the key are checked, a value only for
-    /// being above 0 (Kafka's controller stores NaN, fractions of byte rates and +∞ for doubles, and
-    /// so does this), and the `kip55` sub-quota rules are not enforced. A state that breaks them is
+    /// what Apache Kafka's controller committed: the entity and the key are checked, a value only as
+    /// Kafka's controller checks it (so NaN, byte rates within 1e-6 of a whole number and +∞ for the
+    /// double-valued types are stored as Kafka stores them), and the `kip55` sub-quota rules are not
+    /// enforced. A state that breaks them is
     /// bounded when it is resolved: a sub-quota above its user's total is held to the total, and
     /// sub-quotas summing above it leave a remainder of 0.
     #[must_use = "each alteration's result says whether it was refused, and why"]

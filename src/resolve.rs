@@ -279,7 +279,12 @@ pub(crate) fn resolve(
 /// nothing is skipped for an empty name, and no precedence or sub-quota rule is applied. A callback
 /// that answers exactly as Apache Kafka's default one builds its own precedence on this.
 #[inline]
-pub(crate) fn levels(state: &State, user: &str, client_id: &str, key: QuotaKey) -> [Option<f64>; 8] {
+pub(crate) fn levels(
+    state: &State,
+    user: &str,
+    client_id: &str,
+    key: QuotaKey,
+) -> [Option<f64>; 8] {
     let sources = Sources::find_exact(state, user, client_id);
     let k = key.index();
     sources

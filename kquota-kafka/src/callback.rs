@@ -259,14 +259,13 @@ impl Callback {
                         }
                     }
                 }
-                first(
-                    self.engine.levels(user_tag, client_tag, key),
-                    &[0, 1, 3, 4],
-                )
+                first(self.engine.levels(user_tag, client_tag, key), &[0, 1, 3, 4])
             }
             (false, true) => match self.policy {
                 // The engine resolves an empty client-id to levels 3 and 6 only, with the remainder.
-                SubQuotaPolicy::Kip55 => self.engine.resolve(user_tag, "").get(key).map(|q| q.limit),
+                SubQuotaPolicy::Kip55 => {
+                    self.engine.resolve(user_tag, "").get(key).map(|q| q.limit)
+                }
                 SubQuotaPolicy::Kafka => first(self.engine.levels(user_tag, "", key), &[2, 5]),
             },
             (true, false) => first(self.engine.levels("", client_tag, key), &[6, 7]),
@@ -301,7 +300,10 @@ impl Callback {
                 "{key}: bucket {{user={:?}, client-id={:?}}}, limit {}",
                 crate::names::display(user_tag),
                 crate::names::display(client_tag),
-                limit.map_or("none (Kafka meters against Long.MAX_VALUE)".to_owned(), |l| l.to_string()),
+                limit.map_or(
+                    "none (Kafka meters against Long.MAX_VALUE)".to_owned(),
+                    |l| l.to_string()
+                ),
             );
             match described.iter().find(|d| d.key == key) {
                 Some(d) => {
@@ -423,7 +425,10 @@ mod tests {
         cb.update(Produce, D, Absent, 200.0).unwrap();
         let text = cb.explain("u", "c");
         assert!(text.contains("matched {user=u} = 100 (level 3)"), "{text}");
-        assert!(text.contains("overrides {user=<default>} = 200 (level 6)"), "{text}");
+        assert!(
+            text.contains("overrides {user=<default>} = 200 (level 6)"),
+            "{text}"
+        );
         assert!(text.contains("limit 100"), "{text}");
     }
 }

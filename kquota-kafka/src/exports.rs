@@ -77,7 +77,8 @@ fn set_error(message: String) {
 
 /// The open callback behind `handle`, failing on purpose while its fault drill is on.
 fn instance(handle: jlong) -> Result<Arc<Instance>, Failure> {
-    let instance = registry::get(handle).ok_or_else(|| Failure(format!("no open callback {handle}")))?;
+    let instance =
+        registry::get(handle).ok_or_else(|| Failure(format!("no open callback {handle}")))?;
     if instance.failing() {
         // A real panic, so that the drill goes through the same unwinding as a bug would.
         panic!("the fault drill is on (setFailing(true))");
@@ -86,7 +87,10 @@ fn instance(handle: jlong) -> Result<Arc<Instance>, Failure> {
 }
 
 /// Calls `f` with the open callback behind `handle`, without cloning its `Arc` (the hot path).
-fn with_instance<T>(handle: jlong, f: impl FnOnce(&Instance) -> Result<T, Failure>) -> Result<T, Failure> {
+fn with_instance<T>(
+    handle: jlong,
+    f: impl FnOnce(&Instance) -> Result<T, Failure>,
+) -> Result<T, Failure> {
     registry::with(handle, |instance| {
         let instance = instance.ok_or_else(|| Failure(format!("no open callback {handle}")))?;
         if instance.failing() {
@@ -97,7 +101,8 @@ fn with_instance<T>(handle: jlong, f: impl FnOnce(&Instance) -> Result<T, Failur
 }
 
 fn quota_type(ordinal: jint) -> Result<QuotaType, Failure> {
-    QuotaType::from_ordinal(ordinal).ok_or_else(|| Failure(format!("no quota type with ordinal {ordinal}")))
+    QuotaType::from_ordinal(ordinal)
+        .ok_or_else(|| Failure(format!("no quota type with ordinal {ordinal}")))
 }
 
 /// Reads the Java string `s` into `units` (a `null` is the empty string).
@@ -112,7 +117,9 @@ unsafe fn read_units(env: *mut JNIEnv, s: jstring, units: &mut Vec<u16>) -> Resu
     let table = &**env;
     let len = (table.v1_1.GetStringLength)(env, s);
     if !(0..=MAX_NAME_UNITS).contains(&len) {
-        return Err(Failure(format!("a name of {len} UTF-16 units (at most {MAX_NAME_UNITS})")));
+        return Err(Failure(format!(
+            "a name of {len} UTF-16 units (at most {MAX_NAME_UNITS})"
+        )));
     }
     units.resize(len as usize, 0);
     (table.v1_2.GetStringRegion)(env, s, 0, len, units.as_mut_ptr());
@@ -259,7 +266,9 @@ pub extern "system" fn Java_io_kquota_kafka_NativeEngine_cacheEntries(
     _class: jclass,
     handle: jlong,
 ) -> jint {
-    guard(-1, || Ok(instance(handle)?.settings().cache_entries() as jint))
+    guard(-1, || {
+        Ok(instance(handle)?.settings().cache_entries() as jint)
+    })
 }
 
 /// `String policy(long handle)`: `kafka` or `kip55`, or null.
@@ -282,7 +291,9 @@ pub extern "system" fn Java_io_kquota_kafka_NativeEngine_entities(
     _class: jclass,
     handle: jlong,
 ) -> jlong {
-    guard(-1, || Ok(instance(handle)?.callback().engine().entity_count() as jlong))
+    guard(-1, || {
+        Ok(instance(handle)?.callback().engine().entity_count() as jlong)
+    })
 }
 
 /// `int mask(long handle, int type)`: the type's shape bits, or -1.
@@ -293,7 +304,9 @@ pub extern "system" fn Java_io_kquota_kafka_NativeEngine_mask(
     handle: jlong,
     ty: jint,
 ) -> jint {
-    guard(-1, || Ok(instance(handle)?.callback().mask(quota_type(ty)?) as jint))
+    guard(-1, || {
+        Ok(instance(handle)?.callback().mask(quota_type(ty)?) as jint)
+    })
 }
 
 /// `void setFailing(long handle, boolean failing)`: the fault drill on or off.
@@ -338,7 +351,16 @@ pub extern "system" fn Java_io_kquota_kafka_NativeEngine_update(
     client: jstring,
     value: jdouble,
 ) -> jint {
-    change(env, handle, ty, user_kind, user, client_kind, client, Some(value))
+    change(
+        env,
+        handle,
+        ty,
+        user_kind,
+        user,
+        client_kind,
+        client,
+        Some(value),
+    )
 }
 
 /// `int remove(long handle, int type, int userKind, String user, int clientKind, String client)`:
@@ -406,8 +428,11 @@ pub extern "system" fn Java_io_kquota_kafka_NativeEngine_tags(
     guard(-1, || {
         with_instance(handle, |instance| {
             let ty = quota_type(ty)?;
-            let tags: Tags =
-                unsafe { with_names(env, user, client, |u, c| Ok(instance.callback().tags(ty, u, c)))? };
+            let tags: Tags = unsafe {
+                with_names(env, user, client, |u, c| {
+                    Ok(instance.callback().tags(ty, u, c))
+                })?
+            };
             Ok(tags as jint)
         })
     })
@@ -433,7 +458,9 @@ pub extern "system" fn Java_io_kquota_kafka_NativeEngine_limit(
         with_instance(handle, |instance| {
             let ty = quota_type(ty)?;
             let limit = unsafe {
-                with_names(env, user_tag, client_tag, |u, c| Ok(instance.callback().limit(ty, u, c)))?
+                with_names(env, user_tag, client_tag, |u, c| {
+                    Ok(instance.callback().limit(ty, u, c))
+                })?
             };
             Ok(limit.unwrap_or(NO_QUOTA))
         })
@@ -452,7 +479,11 @@ pub extern "system" fn Java_io_kquota_kafka_NativeEngine_explain(
 ) -> jstring {
     guard(std::ptr::null_mut(), || {
         let instance = instance(handle)?;
-        let text = unsafe { with_names(env, user, client, |u, c| Ok(instance.callback().explain(u, c)))? };
+        let text = unsafe {
+            with_names(env, user, client, |u, c| {
+                Ok(instance.callback().explain(u, c))
+            })?
+        };
         Ok(unsafe { new_string(env, &text) })
     })
 }

@@ -29,7 +29,9 @@ pub fn push_java(units: &[u16], out: &mut String) {
                 out.push(ESCAPE);
                 let offset = u32::from(lone.unpaired_surrogate()) - 0xD800;
                 // 0xD800..=0xDFFF maps onto U+F0000..=U+F07FF, all valid characters.
-                out.push(char::from_u32(SURROGATES_AT + offset).unwrap_or(char::REPLACEMENT_CHARACTER));
+                out.push(
+                    char::from_u32(SURROGATES_AT + offset).unwrap_or(char::REPLACEMENT_CHARACTER),
+                );
             }
         }
     }
@@ -79,7 +81,15 @@ mod tests {
 
     #[test]
     fn well_formed_names_are_their_own_utf8() {
-        for name in ["alice", "", "é日本", "😀", "a\u{0}b", "<default>", "a+b*c d%"] {
+        for name in [
+            "alice",
+            "",
+            "é日本",
+            "😀",
+            "a\u{0}b",
+            "<default>",
+            "a+b*c d%",
+        ] {
             assert_eq!(from_java(&units(name)), name);
         }
     }

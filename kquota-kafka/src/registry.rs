@@ -93,7 +93,9 @@ pub(crate) fn get(handle: i64) -> Option<Arc<Instance>> {
 #[inline]
 pub(crate) fn with<T>(handle: i64, f: impl FnOnce(Option<&Instance>) -> T) -> T {
     let table = TABLE.load();
-    let instance = slot(handle).and_then(|s| table.get(s)).and_then(Option::as_deref);
+    let instance = slot(handle)
+        .and_then(|s| table.get(s))
+        .and_then(Option::as_deref);
     f(instance)
 }
 

@@ -198,7 +198,8 @@ mod tests {
         let e = Settings::parse([("kquota.sub.quota.polcy", "kafka")]).unwrap_err();
         assert_eq!(e.key(), "kquota.sub.quota.polcy");
         assert!(
-            e.to_string().contains("did you mean kquota.sub.quota.policy?"),
+            e.to_string()
+                .contains("did you mean kquota.sub.quota.policy?"),
             "{e}"
         );
         let e = Settings::parse([("kquota.whatever", "1")]).unwrap_err();

@@ -3,6 +3,7 @@
 mod concurrency;
 mod golden;
 mod metering;
+mod mirror;
 mod notifications;
 mod oracle;
 mod properties;

@@ -70,6 +70,7 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -140,6 +141,21 @@ CASES = [
 
 class CaseFailure(Exception):
     pass
+
+
+# The client processes running, ended if the suite is told to stop (SIGTERM: run.sh's time bound).
+LIVE = set()
+LIVE_LOCK = threading.Lock()
+
+
+def on_sigterm(signum, frame):
+    with LIVE_LOCK:
+        for p in list(LIVE):
+            try:
+                p.kill()
+            except OSError:
+                pass
+    raise SystemExit(143)
 
 
 def log(msg):
@@ -239,11 +255,19 @@ class Suite:
         else:
             cmd = [PYTHON, STACKS, stack, mode, json.dumps(conf)] + [str(a) for a in args]
         with open(base + ".out", "w") as out, open(base + ".err", "w") as err:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+            with LIVE_LOCK:
+                LIVE.add(proc)
             try:
-                rc = subprocess.run(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, timeout=timeout).returncode
+                rc = proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
                 raise CaseFailure("%s %s (%s) did not finish in %d s (logs %s.*):\n%s" % (
                     stack, mode, label, timeout, base, tail(base + ".err")))
+            finally:
+                with LIVE_LOCK:
+                    LIVE.discard(proc)
         lines = [line for line in open(base + ".out", errors="replace") if line.startswith("{")]
         if rc != 0 or not lines:
             raise CaseFailure("%s %s (%s) exited with %d (logs %s.*):\n%s" % (stack, mode, label, rc, base,
@@ -294,7 +318,7 @@ class Suite:
                     continue
                 names.append(("%s-n%d" % (base, n), n))
         admin = AdminClient({"bootstrap.servers": self.cluster.bootstrap(), "log_level": 0})
-        futures = admin.create_topics([NewTopic(t, replica_assignment=[[n]]) for t, n in names], operation_timeout=60)
+        futures = admin.create_topics([NewTopic(t, 1, replica_assignment=[[n]]) for t, n in names], operation_timeout=60)
         for t, f in futures.items():
             f.result(60)
         self.wait_leaders(dict(names))
@@ -395,6 +419,13 @@ class Suite:
                      "produce %.1f / %.1f MB/s, consume %.1f / %.1f MB/s (node 1 / node 2)" % (
                          fill / 1e6, prod[1] / 1e6, prod[2] / 1e6, cons[1] / 1e6, cons[2] / 1e6))
         lines.append(self.set_quotas())
+        # Until node 2 has applied them from the metadata log (node 1 applies them as quickly).
+        deadline = time.monotonic() + 60
+        while self.mbean("Entities")["Entities"] < len(self.QUOTAS):
+            if time.monotonic() > deadline:
+                raise CaseFailure("node 2's callback holds %s entities 60 s after kafka-configs set %d" % (
+                    self.mbean("Entities")["Entities"], len(self.QUOTAS)))
+            time.sleep(0.5)
         self.before_restart = self.snapshot()
         lines.append("node 2 before any restart: %s" % self.before_restart["attrs"])
         return "\n".join(lines)
@@ -505,9 +536,24 @@ class Suite:
 
     # ------------------------------------------------------------ case 3
 
-    def limits(self, text):
-        """The numbers explain() printed (limits and buckets), as a set of integers."""
-        return set(int(float(x)) for x in re.findall(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w.])", text))
+    @staticmethod
+    def answers(text):
+        """explain()'s answers: {quota key: (bucket, limit)}, from its lines
+        "KEY: bucket {user=..., client-id=...}, limit L" (limit None where it says none)."""
+        out = {}
+        for key, bucket, limit in re.findall(r"^(\w+): bucket (\{.*?\}), limit (\S+)", text, re.M):
+            try:
+                out[key] = (bucket, float(limit))
+            except ValueError:
+                out[key] = (bucket, None)
+        return out
+
+    def check_limits(self, key, text, wants):
+        """Problems: where explain(key)'s text does not answer a limit of `wants` ({quota key: limit})."""
+        got = self.answers(text)
+        bad = ["%s: %s, expected limit %d" % (k, got.get(k, "no answer"), v) for k, v in wants.items()
+               if k not in got or got[k][1] != v]
+        return ["explain(%s): %s; its text:\n  %s" % (key, "; ".join(bad), text.strip().replace("\n", "\n  "))] if bad else []
 
     def restart_keeps_quotas(self):
         t0 = time.monotonic()
@@ -524,16 +570,24 @@ class Suite:
         if after["attrs"]["Entities"] != before["attrs"]["Entities"] or after["attrs"]["Entities"] < len(self.QUOTAS):
             problems.append("Entities %s after the restart, %s before (%d entities were configured)" % (
                 after["attrs"]["Entities"], before["attrs"]["Entities"], len(self.QUOTAS)))
-        wants = {"ANONYMOUS/%s" % JAVA_ID: [RATE], "ANONYMOUS/%s" % RD_ID: [RATE], "bob/x": [RATE],
-                 "alice/a": [KIP55_SUB_RATE], "ANONYMOUS/drill": [RATE]}
-        for key, limits in wants.items():
-            got = self.limits(after["explain"][key])
-            missing = [x for x in limits if x not in got]
-            if missing:
-                problems.append("explain(%s) after the restart does not show %s:\n%s" % (key, missing, after["explain"][key]))
-        lines.append("explain after the restart shows the limits set before it: %s" % ", ".join(
-            "%s %s" % (k, v) for k, v in wants.items()))
-        lines.append("explain(alice, a) after the restart:\n  " + after["explain"]["alice/a"].strip().replace("\n", "\n  "))
+        both = {"producer_byte_rate": RATE, "consumer_byte_rate": RATE}
+        wants = {"ANONYMOUS/%s" % JAVA_ID: both, "ANONYMOUS/%s" % RD_ID: both,
+                 "bob/x": {"producer_byte_rate": RATE}, "ANONYMOUS/drill": {"producer_byte_rate": RATE},
+                 # kip55 now: a's sub-quota, and b the remainder of alice's total.
+                 "alice/a": {"producer_byte_rate": KIP55_SUB_RATE},
+                 "alice/b": {"producer_byte_rate": KIP55_USER_RATE - KIP55_SUB_RATE}}
+        for key, w in wants.items():
+            if key != "alice/b":  # the same answer under either policy
+                problems += self.check_limits(key + " before the restart", before["explain"][key], w)
+            else:  # Kafka's rules before the restart: b is metered against alice's whole total
+                problems += self.check_limits(key + " before the restart (policy kafka)", before["explain"][key],
+                                              {"producer_byte_rate": KIP55_USER_RATE})
+            problems += self.check_limits(key + " after the restart", after["explain"][key], w)
+        lines.append("explain() after the restart answers the limits set before it: %s" % "; ".join(
+            "%s %s" % (k, ", ".join("%s=%d" % kv for kv in v.items())) for k, v in wants.items()))
+        for key in ("alice/a", "alice/b"):
+            lines.append("explain(%s) after the restart:\n  %s" % (
+                key, after["explain"][key].strip().replace("\n", "\n  ")))
         if problems:
             raise CaseFailure("\n".join(lines + problems))
         return "\n".join(lines)
@@ -583,6 +637,22 @@ class Suite:
         finally:
             c.close()
 
+    def fresh_producer(self, topic, client_id, records=50, timeout=30):
+        """A producer new to the broker: `records` records, each acknowledged (acks=all, the default)."""
+        from confluent_kafka import Producer
+
+        p = Producer({"bootstrap.servers": self.cluster.bootstrap(), "client.id": client_id, "log_level": 0})
+        value = os.urandom(RECORD_BYTES)
+        acked, errors = [], []
+        t0 = time.monotonic()
+        for _ in range(records):
+            p.produce(topic, value, partition=0, on_delivery=lambda e, m: (errors if e else acked).append(e or m))
+        left = p.flush(timeout)
+        if left or errors or len(acked) != records:
+            raise CaseFailure("%s: %d of %d records acknowledged in %d s, %d undelivered, errors %s" % (
+                client_id, len(acked), records, timeout, left, errors[:3]))
+        return {"records": len(acked), "seconds": time.monotonic() - t0}
+
     def drill(self):
         # The producer's timeline (s after its first acknowledgement): throttled by 11 s; failing from
         # ~14 s for DRILL_S; then the quota change, one window, DRILL_AFTER_S measured, smoothing, slack.
@@ -616,9 +686,14 @@ class Suite:
             on = self.mbean("Failures", "Failing")
             if on["Failing"] is not True:
                 raise CaseFailure("Failing is %r after setFailing(true)" % on["Failing"])
-            # A client that comes while failing (its answers not remembered yet): the broker must serve it too.
+            # A client that comes while failing (no answer of the callback's remembered for it yet, so
+            # its requests call into the failing engine): the broker must serve it too.
             mid = {}
-            time.sleep(max(0, events["fail_on"] + DRILL_S / 2 - time.time()))
+            time.sleep(max(0, events["fail_on"] + DRILL_S / 3 - time.time()))
+            try:
+                mid["fresh"] = self.fresh_producer("drill-n2", "drill-fresh")
+            except CaseFailure as e:
+                mid["fresh_error"] = str(e)
             try:
                 mid["explain"] = self.explain("ANONYMOUS", "drill")
             except CaseFailure as e:
@@ -676,16 +751,22 @@ class Suite:
                 f0["Failures"], f1["Failures"], DRILL_S))
         if off["Failing"] is not False:
             problems.append("Failing is %r after setFailing(false)" % off["Failing"])
+        if "fresh" in mid:
+            lines.append("a new producer (client-id drill-fresh) while failing: %d records of %d B acknowledged in %.1f s"
+                         % (mid["fresh"]["records"], RECORD_BYTES, mid["fresh"]["seconds"]))
+        else:
+            problems.append("a new producer while failing was not served: %s" % mid["fresh_error"])
         lines.append("explain(ANONYMOUS, drill) while failing: %s" % (
-            "answered" if "explain" in mid else "FAILED: " + mid.get("explain_error", "")[:300]))
+            ("answered: " + mid["explain"].strip().splitlines()[0]) if "explain" in mid
+            else "FAILED: " + mid.get("explain_error", "")[:300]))
         after = proxy.measure(samples, rel("changed") + FIRST_WINDOW_S, DRILL_AFTER_S, DRILL_SMOOTH_S)
         dev2 = after["rate"] / DRILL_NEW_RATE - 1
         lines.append("after setFailing(false) and the change to %d: %s %s, %+.2f%% (tolerance %.0f%%)" % (
             DRILL_NEW_RATE, fmt_rate(after["rate"]), proxy.describe_span(after), 100 * dev2, 100 * DRILL_TOL))
         if abs(dev2) > DRILL_TOL:
             problems.append("the changed quota %d was not enforced within %.0f%%" % (DRILL_NEW_RATE, 100 * DRILL_TOL))
-        if DRILL_NEW_RATE not in self.limits(explained):
-            problems.append("explain(ANONYMOUS, drill) after the change does not show %d:\n%s" % (DRILL_NEW_RATE, explained))
+        problems += self.check_limits("ANONYMOUS/drill after the change", explained,
+                                      {"producer_byte_rate": DRILL_NEW_RATE})
         series = proxy.per_second(samples)
         self.rates["drill-n2"] = {"label": "drill-n2", "out": out, "series": series,
                                   "m": {"pre": pre, "during": during, "after": after},
@@ -737,6 +818,7 @@ def main():
     ap.add_argument("--jar", required=True)
     ap.add_argument("--kafka-sh", required=True)
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, on_sigterm)
     if not os.path.isfile(args.jar):
         sys.exit("suite.py: no plug-in jar at %s" % args.jar)
     sys.exit(Suite(args).run())
