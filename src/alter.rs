@@ -633,6 +633,7 @@ pub(crate) fn load(
             Entity::Ip(D) => state.default_ip.set_slot(ONLY, q),
         }
         state.entity_count += 1;
+        state::count_shapes(&mut state.shapes, &entity, q, true);
     }
     if policy == SubQuotaPolicy::Kip55 {
         let named = users
@@ -717,6 +718,8 @@ pub(crate) fn apply(state: &mut State, changes: &[Change]) {
         let was = !change.old.is_empty();
         let is = !change.new.is_empty();
         state.entity_count = state.entity_count + usize::from(is) - usize::from(was);
+        state::count_shapes(&mut state.shapes, &change.entity, &change.old, false);
+        state::count_shapes(&mut state.shapes, &change.entity, &change.new, true);
         match &change.entity {
             Entity::User(N(u)) => update_user(state, u, |n| n.quotas.set_slot(USER, &change.new)),
             Entity::UserClient(N(u), D) => update_user(state, u, |n| {

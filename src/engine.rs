@@ -19,7 +19,7 @@ use crate::entity::Entity;
 use crate::key::{QuotaKey, QuotaType};
 use crate::notify::ChangeNotification;
 use crate::policy::SubQuotaPolicy;
-use crate::resolve::{self, ClientArg, IpQuota, Resolved};
+use crate::resolve::{self, ClientArg, IpQuota, Levels, Resolved, Shapes};
 use crate::state::State;
 
 /// A subscriber to change notifications.
@@ -281,14 +281,20 @@ impl Engine {
         )
     }
 
-    /// What each of the eight levels of [`Engine::resolve`]'s table configures for `key`, index
-    /// `level - 1`, found by exact entity lookups: no precedence, no sub-quota rule, and nothing
-    /// skipped for an empty name (an empty name's own levels find nothing, since no entity has one).
-    /// For a host that must reproduce another precedence to the letter, such as Apache Kafka's
-    /// default quota callback with its shortcuts. No lock, no allocation.
+    /// What each of the eight levels of [`Engine::resolve`]'s table configures for `key`, found by
+    /// exact entity lookups (no precedence, no sub-quota rule, nothing skipped for an empty name:
+    /// an empty name's own levels find nothing, since no entity has one), and which shapes of
+    /// entity configure `key` anywhere, both from one snapshot. For a host that must reproduce
+    /// another precedence to the letter, such as Apache Kafka's default quota callback with its
+    /// shortcuts. No lock, no allocation.
     #[inline]
-    pub fn levels(&self, user: &str, client_id: &str, key: QuotaKey) -> [Option<f64>; 8] {
+    pub fn levels(&self, user: &str, client_id: &str, key: QuotaKey) -> Levels {
         resolve::levels(&self.state.load(), user, client_id, key)
+    }
+
+    /// Which shapes of entity configure `key` anywhere.
+    pub fn shapes(&self, key: QuotaKey) -> Shapes {
+        resolve::Shapes::of(&self.state.load(), key)
     }
 
     /// The value `entity` itself configures for `key`, if any (no precedence).

@@ -127,7 +127,7 @@ pub use crate::entity::{
 // What a quota limits, and in which unit.
 pub use crate::key::{QuotaKey, QuotaType, QuotaValue, Unit, ValueKind};
 // The hot path: the effective quotas of a connection, and who shares each rate.
-pub use crate::resolve::{IpQuota, Quota, Resolved};
+pub use crate::resolve::{IpQuota, Levels, Quota, Resolved, Shapes};
 pub use crate::scope::{BucketId, BucketScope};
 // Changing the configuration: batches of alterations, validated as Kafka validates them.
 pub use crate::alter::{AlterResult, Alteration, Op};

@@ -275,21 +275,52 @@ pub(crate) fn resolve(
     out
 }
 
-/// What each of the eight levels configures for `key` (index `level - 1`), by exact entity lookups:
-/// nothing is skipped for an empty name, and no precedence or sub-quota rule is applied. A callback
-/// that answers exactly as Apache Kafka's default one builds its own precedence on this.
+/// Which shapes of entity configure a key somewhere in a snapshot (any names, defaults included).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Shapes {
+    /// Some `{user, client-id}` entity does.
+    pub user_client: bool,
+    /// Some `{user}` entity does.
+    pub user: bool,
+    /// Some `{client-id}` entity does.
+    pub client: bool,
+}
+
+impl Shapes {
+    #[inline]
+    pub(crate) fn of(state: &State, key: QuotaKey) -> Shapes {
+        let [user_client, user, client] =
+            state.shapes.get(key.index()).copied().unwrap_or_default();
+        Shapes {
+            user_client: user_client > 0,
+            user: user > 0,
+            client: client > 0,
+        }
+    }
+}
+
+/// One key's exact lookups for a connection, and the shapes that configure the key, both from one
+/// snapshot: what a callback that answers exactly as Apache Kafka's default one builds on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Levels {
+    /// What each of the eight levels configures (index `level - 1`), found by exact entity lookups:
+    /// nothing is skipped for an empty name, and no precedence or sub-quota rule is applied.
+    pub values: [Option<f64>; 8],
+    /// Which shapes of entity configure the key anywhere.
+    pub shapes: Shapes,
+}
+
+/// [`Levels`] of `key` for (user, client_id).
 #[inline]
-pub(crate) fn levels(
-    state: &State,
-    user: &str,
-    client_id: &str,
-    key: QuotaKey,
-) -> [Option<f64>; 8] {
+pub(crate) fn levels(state: &State, user: &str, client_id: &str, key: QuotaKey) -> Levels {
     let sources = Sources::find_exact(state, user, client_id);
     let k = key.index();
-    sources
-        .levels
-        .map(|source| source.and_then(|(quotas, slot)| quotas.get(slot, k)))
+    Levels {
+        values: sources
+            .levels
+            .map(|source| source.and_then(|(quotas, slot)| quotas.get(slot, k))),
+        shapes: Shapes::of(state, key),
+    }
 }
 
 /// The effective `connection_creation_rate` of one IP.

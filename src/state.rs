@@ -368,6 +368,8 @@ pub(crate) struct State {
     pub(crate) default_ip: NodeQuotas,
     /// How many entities have at least one key.
     pub(crate) entity_count: usize,
+    /// Per client key, how many entities of each shape configure it.
+    pub(crate) shapes: ShapeCounts,
     /// The commit that published this snapshot (0 for an engine's first, empty one).
     pub(crate) generation: u64,
 }
@@ -385,7 +387,37 @@ impl Default for State {
             ips: Map::new(hasher),
             default_ip: NodeQuotas::default(),
             entity_count: 0,
+            shapes: [[0; 3]; QuotaKey::CLIENT_COUNT],
             generation: 0,
+        }
+    }
+}
+
+/// Per client key (by index), how many entities configure it, by shape: `{user, client-id}` (any
+/// names or defaults), `{user}`, `{client-id}`.
+pub(crate) type ShapeCounts = [[u64; 3]; QuotaKey::CLIENT_COUNT];
+
+/// Moves `counts` by one entity's keys: `add` when they arrive, not when they leave.
+pub(crate) fn count_shapes(
+    counts: &mut ShapeCounts,
+    entity: &crate::entity::Entity,
+    entries: &[(QuotaKey, f64)],
+    add: bool,
+) {
+    use crate::entity::Entity;
+    let shape = match entity {
+        Entity::UserClient(..) => 0,
+        Entity::User(_) => 1,
+        Entity::ClientId(_) => 2,
+        Entity::Ip(_) => return,
+    };
+    for (key, _) in entries {
+        if let Some(count) = counts.get_mut(key.index()) {
+            if add {
+                count[shape] += 1;
+            } else {
+                count[shape] -= 1;
+            }
         }
     }
 }

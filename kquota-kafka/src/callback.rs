@@ -10,9 +10,9 @@
 //! exact lookups; a limit is looked up from the tags alone. Under `kip55` the tags are the bucket of
 //! the engine's resolution and a user bucket's limit is the remainder of its total.
 
-use kquota::{Alteration, Engine, Entity, EntityName, Level, QuotaKey, SubQuotaPolicy};
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering};
+use kquota::{
+    Alteration, Engine, Entity, EntityName, Level, Levels, QuotaKey, Shapes, SubQuotaPolicy,
+};
 
 /// Kafka's client quota types, in the order of `ClientQuotaType`'s constants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,10 +51,6 @@ impl QuotaType {
             QuotaType::Request => QuotaKey::REQUEST_PERCENTAGE,
             QuotaType::ControllerMutation => QuotaKey::CONTROLLER_MUTATION_RATE,
         }
-    }
-
-    fn index(self) -> usize {
-        self as usize
     }
 }
 
@@ -104,15 +100,18 @@ impl Part<'_> {
     }
 }
 
-/// The engine behind one callback and what Kafka's shortcuts need to know about it.
+/// The engine behind one callback.
 #[derive(Debug)]
 pub struct Callback {
     engine: Engine,
     policy: SubQuotaPolicy,
-    /// Per type, how many entities of each shape configure it (user+client, user, client).
-    counts: Mutex<[[u64; 3]; 4]>,
-    /// Per type, the shape bits of `counts`, or `CUSTOM` under `kip55`.
-    masks: [AtomicU32; 4],
+}
+
+/// Kafka's shape bits of the shapes that configure a key.
+fn mask_of(shapes: Shapes) -> u32 {
+    (u32::from(shapes.user_client) * shapes::USER_CLIENT)
+        | (u32::from(shapes.user) * shapes::USER)
+        | (u32::from(shapes.client) * shapes::CLIENT)
 }
 
 impl Callback {
@@ -122,16 +121,7 @@ impl Callback {
             .policy(policy)
             .build()
             .expect("the engine's defaults with a policy are valid");
-        let initial = match policy {
-            SubQuotaPolicy::Kafka => 0,
-            SubQuotaPolicy::Kip55 => shapes::CUSTOM,
-        };
-        Callback {
-            engine,
-            policy,
-            counts: Mutex::new([[0; 3]; 4]),
-            masks: std::array::from_fn(|_| AtomicU32::new(initial)),
-        }
+        Callback { engine, policy }
     }
 
     /// The engine (for explanations and counts).
@@ -144,9 +134,12 @@ impl Callback {
         self.policy
     }
 
-    /// The shape bits of `ty` ([`shapes`]).
+    /// The shape bits of `ty` ([`shapes`]): the Java half's shortcut, which needs no call here.
     pub fn mask(&self, ty: QuotaType) -> u32 {
-        self.masks[ty.index()].load(Ordering::Acquire)
+        match self.policy {
+            SubQuotaPolicy::Kafka => mask_of(self.engine.shapes(ty.key())),
+            SubQuotaPolicy::Kip55 => shapes::CUSTOM,
+        }
     }
 
     /// `updateQuota`: `entity` now has `value` for `ty`. Returns the type's new shape bits, or why
@@ -173,38 +166,20 @@ impl Callback {
         client: Part<'_>,
         value: Option<f64>,
     ) -> Result<u32, String> {
-        let (entity, shape) = match (user.name().transpose()?, client.name().transpose()?) {
-            (Some(u), Some(c)) => (Entity::UserClient(u, c), 0),
-            (Some(u), None) => (Entity::User(u), 1),
-            (None, Some(c)) => (Entity::ClientId(c), 2),
+        let entity = match (user.name().transpose()?, client.name().transpose()?) {
+            (Some(u), Some(c)) => Entity::UserClient(u, c),
+            (Some(u), None) => Entity::User(u),
+            (None, Some(c)) => Entity::ClientId(c),
             (None, None) => return Err("an entity with neither a user nor a client-id".into()),
         };
-        let key = ty.key();
         let alteration = Alteration::new(&entity);
         let alteration = match value {
-            Some(v) => alteration.set(key, v),
-            None => alteration.remove(key),
+            Some(v) => alteration.set(ty.key(), v),
+            None => alteration.remove(ty.key()),
         };
-        // Kafka's counts move only when an entity starts or stops configuring the type; one writer
-        // at a time keeps the lookup and the change together.
-        let mut counts = self.counts.lock();
-        let before = self.engine.value(&entity, key).is_some();
         let results = self.engine.mirror(std::slice::from_ref(&alteration));
         if let Some(error) = results.into_iter().find_map(|r| r.error) {
             return Err(format!("{entity}: {}", error.message));
-        }
-        let count = &mut counts[ty.index()][shape];
-        match (before, value.is_some()) {
-            (false, true) => *count += 1,
-            (true, false) => *count -= 1,
-            _ => {}
-        }
-        if self.policy == SubQuotaPolicy::Kafka {
-            let [user_client, user, client] = counts[ty.index()];
-            let mask = (u32::from(user_client > 0) * shapes::USER_CLIENT)
-                | (u32::from(user > 0) * shapes::USER)
-                | (u32::from(client > 0) * shapes::CLIENT);
-            self.masks[ty.index()].store(mask, Ordering::Release);
         }
         Ok(self.mask(ty))
     }
@@ -226,14 +201,16 @@ impl Callback {
                 None => Tags::Client,
             };
         }
-        match self.mask(ty) {
+        // The shapes and the lookups from one snapshot, so that a change between them cannot mix
+        // two configurations into an answer neither gives.
+        let levels = self.engine.levels(user, client_id, key);
+        match mask_of(levels.shapes) {
             0 | shapes::CLIENT => Tags::Client,
             shapes::USER => Tags::User,
             shapes::USER_CLIENT => Tags::UserClient,
             _ => {
                 // DefaultQuotaCallback's walk: the first level configured, each by exact lookup.
-                let levels = self.engine.levels(user, client_id, key);
-                match levels.iter().position(Option::is_some) {
+                match levels.values.iter().position(Option::is_some) {
                     Some(0 | 1 | 3 | 4) => Tags::UserClient,
                     Some(2 | 5) => Tags::User,
                     _ => Tags::Client,
@@ -247,7 +224,7 @@ impl Callback {
     #[inline]
     pub fn limit(&self, ty: QuotaType, user_tag: &str, client_tag: &str) -> Option<f64> {
         let key = ty.key();
-        let first = |levels: [Option<f64>; 8], of: &[usize]| of.iter().find_map(|&i| levels[i]);
+        let first = |levels: Levels, of: &[usize]| of.iter().find_map(|&i| levels.values[i]);
         match (user_tag.is_empty(), client_tag.is_empty()) {
             (true, true) => None,
             (false, false) => {

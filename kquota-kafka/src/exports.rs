@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use jni::sys::{jboolean, jclass, jdouble, jint, jlong, jobjectArray, jsize, jstring, JNIEnv};
+use jni_sys::{jboolean, jclass, jdouble, jint, jlong, jobjectArray, jsize, jstring, JNIEnv};
 
 use crate::callback::{Part, QuotaType, Tags};
 use crate::registry::{self, Instance};

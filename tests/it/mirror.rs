@@ -2,7 +2,7 @@
 //! Kafka's controller), and the exact per-level lookups a Kafka-exact callback builds on
 //! (`Engine::levels`, `Engine::value`).
 
-use kquota::{Alteration, Engine, Entity, EntityName, QuotaKey, SubQuotaPolicy};
+use kquota::{Alteration, Engine, Entity, EntityName, QuotaKey, Shapes, SubQuotaPolicy};
 
 fn user(name: &str) -> Entity {
     Entity::User(EntityName::named(name).unwrap())
@@ -84,11 +84,11 @@ fn levels_are_exact_lookups_with_nothing_skipped() {
     ];
     assert!(e.alter(&batch, false).iter().all(|r| r.error.is_none()));
     let all: Vec<Option<f64>> = (1..=8).map(|v| Some(v as f64)).collect();
-    assert_eq!(e.levels("u", "c", PRODUCE).to_vec(), all);
+    assert_eq!(e.levels("u", "c", PRODUCE).values.to_vec(), all);
     // An empty name finds none of its own levels, but every default still answers (resolve skips
     // them, as Kafka's own lookup does).
     assert_eq!(
-        e.levels("", "", PRODUCE),
+        e.levels("", "", PRODUCE).values,
         [
             None,
             None,
@@ -100,5 +100,37 @@ fn levels_are_exact_lookups_with_nothing_skipped() {
             Some(8.0)
         ]
     );
-    assert_eq!(e.levels("u", "c", QuotaKey::CONSUMER_BROKER_BPS), [None; 8]);
+    assert_eq!(
+        e.levels("u", "c", QuotaKey::CONSUMER_BROKER_BPS).values,
+        [None; 8]
+    );
+    let every = Shapes {
+        user_client: true,
+        user: true,
+        client: true,
+    };
+    assert_eq!(e.levels("u", "c", PRODUCE).shapes, every);
+    assert_eq!(e.shapes(QuotaKey::CONSUMER_BROKER_BPS), Shapes::default());
+}
+
+#[test]
+fn shapes_count_entities_in_and_out() {
+    let e = engine(SubQuotaPolicy::Kafka);
+    let a = Alteration::new(&user("a")).set("producer_byte_rate", 1.0);
+    let b = Alteration::new(&user("b"))
+        .set("producer_byte_rate", 1.0)
+        .set("consumer_byte_rate", 1.0);
+    assert!(e.alter(&[a, b], false).iter().all(|r| r.error.is_none()));
+    let users = Shapes {
+        user: true,
+        ..Shapes::default()
+    };
+    assert_eq!(e.shapes(PRODUCE), users);
+    let drop_a = Alteration::new(&user("a")).remove("producer_byte_rate");
+    assert!(e.alter(&[drop_a], false)[0].error.is_none());
+    assert_eq!(e.shapes(PRODUCE), users);
+    let drop_b = Alteration::new(&user("b")).remove("producer_byte_rate");
+    assert!(e.alter(&[drop_b], false)[0].error.is_none());
+    assert_eq!(e.shapes(PRODUCE), Shapes::default());
+    assert_eq!(e.shapes(QuotaKey::CONSUMER_BROKER_BPS), users);
 }

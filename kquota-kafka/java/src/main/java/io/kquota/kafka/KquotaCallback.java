@@ -214,7 +214,9 @@ public final class KquotaCallback implements ClientQuotaCallback, KquotaCallback
         if (hasPending || recovering) {
             recover();
         }
-        return resetsDue && resets.getAndSet(quotaType.ordinal(), 0) != 0;
+        // A plain read first: the exchange only for a reset that is due.
+        int type = quotaType.ordinal();
+        return resetsDue && resets.get(type) != 0 && resets.getAndSet(type, 0) != 0;
     }
 
     @Override
