@@ -9,7 +9,10 @@
 #   interop/kafka/kafka.sh resume <dir>     start the broker of <dir> again after stop or kill: the same
 #                                           ports and data, not formatted again; prints its address
 #   interop/kafka/kafka.sh status <dir>     exit 0 and print the bootstrap address if it is running
-#   interop/kafka/kafka.sh java <class> ... run a main class on the Kafka classpath (tools, AdminCheck)
+#   interop/kafka/kafka.sh java <class> ... run a main class on the Kafka classpath (tools, AdminCheck,
+#                                           Jmx: a JMX client for a broker's MBeans)
+#   interop/kafka/kafka.sh classpath        build, then print the classpath `java` runs with (for suites
+#                                           that start brokers of their own, e.g. kquota-kafka/tests/kafka)
 #
 # Needs java (17+) and mvn; the first run downloads the jars into ~/.m2. Every failure exits non-zero
 # with a message on stderr; `start` shows the tail of the broker's log when the broker does not come up.
@@ -233,6 +236,10 @@ case "$cmd" in
     build
     echo "$CP_FILE"
     ;;
+  classpath)
+    build
+    classpath
+    ;;
   start | stop | status | resume)
     [ $# -eq 2 ] || die "usage: $0 $cmd <dir>"
     "$cmd" "$2"
@@ -248,6 +255,6 @@ case "$cmd" in
     exec java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dlog4j2.level=warn -cp "$(classpath)" "$@"
     ;;
   *)
-    die "usage: $0 build | start <dir> | stop <dir> | kill <dir> | resume <dir> | status <dir> | java <class> [args...]"
+    die "usage: $0 build | classpath | start <dir> | stop <dir> | kill <dir> | resume <dir> | status <dir> | java <class> [args...]"
     ;;
 esac

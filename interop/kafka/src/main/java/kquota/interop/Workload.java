@@ -56,10 +56,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *     produces RECORD_BYTES-byte values to partition 0 (with "any": to every partition, as the
  *     producer's default partitioner chooses) as fast as the producer takes them, for SECONDS after
  *     the first acknowledgement; prints the acknowledged bytes over time and the producer's
- *     produce-throttle-time-avg/max.
+ *     produce-throttle-time-avg/max, and start_ms: the wall-clock time (ms since the epoch) of the first
+ *     sample, the origin of the samples' times.
  * Workload consume-rate PROPS TOPIC SECONDS
  *     reads partition 0 of TOPIC from the beginning (assigned, no group) for SECONDS after the first
- *     record; prints the bytes consumed over time and fetch-throttle-time-avg/max.
+ *     record; prints the bytes consumed over time, fetch-throttle-time-avg/max and start_ms.
  * Workload authfail PROPS TOPIC
  *     expects the producer to fail authenticating (PROPS has a wrong password); prints the error.
  * </pre>
@@ -340,6 +341,8 @@ public final class Workload {
             return t;
         });
         private volatile long startNanos;
+        /** The wall-clock time of the first sample (ms since the epoch), for lining it up with events outside. */
+        private volatile long startEpochMs;
 
         Sampler(AtomicLong counter) {
             this.counter = counter;
@@ -347,6 +350,7 @@ public final class Workload {
 
         synchronized void start(long startNanos) {
             if (this.startNanos != 0) return;
+            this.startEpochMs = System.currentTimeMillis();
             this.startNanos = startNanos;
             ex.scheduleAtFixedRate(() -> samples.add(new long[] {(System.nanoTime() - this.startNanos) / 1_000_000, counter.get()}),
                     0, 100, TimeUnit.MILLISECONDS);
@@ -354,6 +358,10 @@ public final class Workload {
 
         boolean started() {
             return startNanos != 0;
+        }
+
+        long startEpochMs() {
+            return startEpochMs;
         }
 
         double elapsed() {
@@ -420,8 +428,8 @@ public final class Workload {
             producer.close(Duration.ZERO);
         }
         String samples = sampler.stop();
-        System.out.printf(Locale.ROOT, "{\"ok\":true,\"record_bytes\":%d,\"sent\":%d,%s,\"samples\":%s}%n",
-                recordBytes, sent, throttle, samples);
+        System.out.printf(Locale.ROOT, "{\"ok\":true,\"record_bytes\":%d,\"sent\":%d,%s,\"start_ms\":%d,\"samples\":%s}%n",
+                recordBytes, sent, throttle, sampler.startEpochMs(), samples);
     }
 
     private static void consumeRate(Properties base, String topic, double seconds) throws Exception {
@@ -454,7 +462,8 @@ public final class Workload {
                     num(metric(m, "consumer-fetch-manager-metrics", "fetch-throttle-time-max")));
         }
         String samples = sampler.stop();
-        System.out.printf(Locale.ROOT, "{\"ok\":true,\"records\":%d,%s,\"samples\":%s}%n", records, throttle, samples);
+        System.out.printf(Locale.ROOT, "{\"ok\":true,\"records\":%d,%s,\"start_ms\":%d,\"samples\":%s}%n", records,
+                throttle, sampler.startEpochMs(), samples);
     }
 
     private static void authfail(Properties base, String topic) throws Exception {

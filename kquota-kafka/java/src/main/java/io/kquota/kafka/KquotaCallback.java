@@ -21,7 +21,6 @@ import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
 
 import javax.management.ObjectName;
-import javax.management.StandardMBean;
 
 /**
  * kquota's client quota callback for Apache Kafka's brokers (KIP-257): install the jar in Kafka's
@@ -337,7 +336,7 @@ public final class KquotaCallback implements ClientQuotaCallback, KquotaCallback
             unregisterMBean();
             jmxName = new ObjectName("io.kquota:type=ClientQuotaCallback,instance=" + INSTANCES.getAndIncrement());
             ManagementFactory.getPlatformMBeanServer()
-                    .registerMBean(new StandardMBean(this, KquotaCallbackMBean.class), jmxName);
+                    .registerMBean(new CallbackBean(this), jmxName);
         } catch (Exception e) {
             LOG.warn("kquota: the callback's JMX bean could not be registered: {}", e.toString());
             jmxName = null;
@@ -387,7 +386,11 @@ public final class KquotaCallback implements ClientQuotaCallback, KquotaCallback
         return text != null ? text : "kquota: the engine could not explain: " + NativeEngine.lastError();
     }
 
-    @Override
+    /**
+     * The fault drill (the bean's operation {@code setFailing(boolean)}): while on, every call into the
+     * engine fails on purpose and the callback answers as it does on a real failure (the last good
+     * configuration's answers).
+     */
     public void setFailing(boolean failing) {
         this.failing.set(failing);
         NativeEngine.setFailing(handle, failing);

@@ -2,7 +2,10 @@ package io.kquota.kafka;
 
 /**
  * What a running broker's callback shows over JMX, as
- * {@code io.kquota:type=ClientQuotaCallback,instance=N} (a broker has one callback: instance=0).
+ * {@code io.kquota:type=ClientQuotaCallback,instance=N} (a broker has one callback: instance=0): its
+ * attributes and {@code explain}, for {@code JMX.newMBeanProxy}. The bean ({@link CallbackBean}) also
+ * has the operation {@code setFailing(boolean)}, the fault drill, which is not here: a proxy of this
+ * interface would send it as a write of the read-only attribute {@code Failing}.
  */
 public interface KquotaCallbackMBean {
     /** {@code kafka} or {@code kip55}. */
@@ -28,10 +31,4 @@ public interface KquotaCallbackMBean {
      * @param clientId the client-id
      */
     String explain(String user, String clientId);
-
-    /**
-     * The fault drill: while on, every call into the engine fails on purpose and the callback
-     * answers as it does on a real failure (the last good configuration's answers).
-     */
-    void setFailing(boolean failing);
 }

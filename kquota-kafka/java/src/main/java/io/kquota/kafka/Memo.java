@@ -36,10 +36,7 @@ final class Memo {
     }
 
     void putTags(String principal, String clientId, Tags answer) {
-        if (tags.size() >= capacity) {
-            tags.clear();
-        }
-        tags.put(new Names(principal, clientId), answer);
+        put(tags, new Names(principal, clientId), answer);
     }
 
     /** The limit remembered for a bucket's tags, current or not. */
@@ -48,9 +45,13 @@ final class Memo {
     }
 
     void putLimit(String userTag, String clientTag, Limit answer) {
-        if (limits.size() >= capacity) {
-            limits.clear();
+        put(limits, new Names(userTag, clientTag), answer);
+    }
+
+    private <V> void put(ConcurrentHashMap<Names, V> map, Names names, V answer) {
+        if (map.size() >= capacity) {
+            map.clear();
         }
-        limits.put(new Names(userTag, clientTag), answer);
+        map.put(names, answer);
     }
 }
