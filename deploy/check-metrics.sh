@@ -48,19 +48,31 @@ wait_http() {
 }
 
 kq_metrics=127.0.0.1:$(port)
-"$bin/kquotad" --listeners "PLAINTEXT://127.0.0.1:$(port)" --data-dir "$work/kquotad" \
+kq_listen=127.0.0.1:$(port)
+"$bin/kquotad" --listeners "PLAINTEXT://$kq_listen" --data-dir "$work/kquotad" \
     --metrics-listen "$kq_metrics" >"$work/kquotad.log" 2>&1 &
 pids+=($!)
 px_metrics=127.0.0.1:$(port)
-# The proxy opens broker connections lazily: a broker address nobody listens on will do.
-"$bin/kquota-proxy" --listen "127.0.0.1:$(port)" --upstream "127.0.0.1:$(port)" --listen-base 127.0.0.1:0 \
-    --metrics-listen "$px_metrics" >"$work/proxy.log" 2>&1 &
+# The proxy is ready only while its cluster can be reached: kquotad's listener stands for one.
+"$bin/kquota-proxy" --listen "127.0.0.1:$(port)" --upstream "$kq_listen" --listen-base 127.0.0.1:0 \
+    --data-dir "$work/proxy" --metrics-listen "$px_metrics" >"$work/proxy.log" 2>&1 &
+pids+=($!)
+# And one whose cluster nobody listens for: serving (/healthz), not ready (/readyz says why).
+away_metrics=127.0.0.1:$(port)
+away_upstream=127.0.0.1:$(port)
+"$bin/kquota-proxy" --listen "127.0.0.1:$(port)" --upstream "$away_upstream" --listen-base 127.0.0.1:0 \
+    --data-dir "$work/proxy-away" --metrics-listen "$away_metrics" >"$work/proxy-away.log" 2>&1 &
 pids+=($!)
 
 status=0
 for target in "kquotad $kq_metrics" "kquota-proxy $px_metrics"; do
     set -- $target
     wait_http "$2" /healthz
+    # Ready once kquotad serves and, for the proxy, its probe has reached it (every second).
+    for _ in $(seq 1 100); do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$2/readyz")" = 200 ] && break
+        sleep 0.1
+    done
     for check in "/healthz 200 ok" "/readyz 200 ready"; do
         set -- $target $check
         code=$(curl -s -o "$work/answer" -w '%{http_code}' "http://$2$3")
@@ -79,6 +91,17 @@ for target in "kquotad $kq_metrics" "kquota-proxy $px_metrics"; do
         status=1
     fi
 done
+
+wait_http "$away_metrics" /healthz
+code=$(curl -s -o "$work/answer" -w '%{http_code}' "http://$away_metrics/readyz")
+body=$(cat "$work/answer")
+case "$code $body" in
+"503 the cluster at $away_upstream cannot be reached: "*) echo "== kquota-proxy with its cluster away: /readyz $code $body" ;;
+*)
+    echo "FAILED: kquota-proxy with its cluster away answered /readyz '$code $body', not 503 naming $away_upstream" >&2
+    status=1
+    ;;
+esac
 
 echo "== promtool check rules / test rules"
 promtool check rules deploy/prometheus/kquota-alerts.yml || status=1

@@ -13,6 +13,7 @@ use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
+use rdkafka::producer::{DeliveryResult, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
@@ -165,12 +166,25 @@ impl ClientContext for TracingContext {
         if self.quiet_errors || eof {
             tracing::debug!(target: "librdkafka", "{error}: {reason}");
         } else {
-            tracing::warn!(target: "librdkafka", "{error}: {reason}");
+            tracing::warn!(target: "librdkafka", peer = PEER, "{error}: {reason}");
         }
     }
 }
 
 impl ConsumerContext for TracingContext {}
+
+/// The producers that need no delivery report (heartbeats, usage) log through it too.
+impl ProducerContext for TracingContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, _: &DeliveryResult<'_>, _: Self::DeliveryOpaque) {}
+}
+
+/// The `peer` every librdkafka line is logged as: Kafka is the peer of this process's clients,
+/// and what librdkafka says of it (a broker down, reconnects, `AllBrokersDown`) is bounded by the
+/// log's per-peer guard as a client's lines are (a few lines a second and a count of the rest),
+/// however many brokers and clients there are.
+pub(crate) const PEER: &str = "librdkafka";
 
 /// A librdkafka log line at the matching `tracing` level.
 pub(crate) fn forward_log(level: RDKafkaLogLevel, fac: &str, message: &str) {
@@ -178,10 +192,14 @@ pub(crate) fn forward_log(level: RDKafkaLogLevel, fac: &str, message: &str) {
         RDKafkaLogLevel::Emerg
         | RDKafkaLogLevel::Alert
         | RDKafkaLogLevel::Critical
-        | RDKafkaLogLevel::Error => tracing::error!(target: "librdkafka", "{fac} {message}"),
-        RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", "{fac} {message}"),
+        | RDKafkaLogLevel::Error => {
+            tracing::error!(target: "librdkafka", peer = PEER, "{fac} {message}")
+        }
+        RDKafkaLogLevel::Warning => {
+            tracing::warn!(target: "librdkafka", peer = PEER, "{fac} {message}")
+        }
         RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
-            tracing::info!(target: "librdkafka", "{fac} {message}")
+            tracing::info!(target: "librdkafka", peer = PEER, "{fac} {message}")
         }
         RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", "{fac} {message}"),
     }

@@ -240,7 +240,7 @@ struct Worker {
     seq: u64,
     members: Arc<Members>,
     engine: Arc<Engine>,
-    producer: BaseProducer,
+    producer: BaseProducer<TracingContext>,
     consumer: BaseConsumer<TracingContext>,
     /// How long the start-up read may take.
     open_timeout: Duration,
@@ -260,10 +260,10 @@ impl Worker {
         let topic = config.members_topic.clone();
         ensure_topic(config, &TopicSpec::members(&topic), config.open_timeout)?;
         let expiry_ms = millis(config.member_expiry).max(1).to_string();
-        let producer: BaseProducer = fresh_producer_config(config)
+        let producer: BaseProducer<TracingContext> = fresh_producer_config(config)
             // A heartbeat older than the expiry says nothing any more.
             .set("message.timeout.ms", &expiry_ms)
-            .create()
+            .create_with_context(TracingContext::default())
             .map_err(|source| ClusterError::Client {
                 client: KafkaClient::MembersProducer,
                 source,

@@ -7,35 +7,66 @@ use std::process::ExitCode;
 /// The exit status of a usage error: a bad flag, setting or file.
 pub const USAGE: u8 = 2;
 
-/// `program: message` on stderr, and [`USAGE`].
-pub fn usage(program: &str, message: &str) -> ExitCode {
-    eprintln!("{program}: {message}");
-    ExitCode::from(USAGE)
-}
+/// The exit status of a failure around correct settings: a port in use, a store that cannot be
+/// opened or is held by another process, Kafka out of reach.
+pub const FAILURE: u8 = 1;
 
 /// Help and version go to stdout with status 0 (1 if stdout cannot take them, silently when its
 /// reader has gone, as `| head` does); anything else clap refuses becomes one line on stderr and
 /// status 2, with clap's tip (if any) on the same line.
 pub fn clap_failure(e: clap::Error) -> ExitCode {
-    if matches!(
+    match refusal(&e) {
+        Some(line) => {
+            eprintln!("{line}");
+            ExitCode::from(USAGE)
+        }
+        None => display(&e),
+    }
+}
+
+/// What clap refused, as one line with its tip; `None` for help and version, which are no refusal.
+pub fn refusal(e: &clap::Error) -> Option<String> {
+    (!matches!(
         e.kind(),
         clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
-    ) {
-        let mut out = std::io::stdout().lock();
-        return match out
-            .write_all(e.render().to_string().as_bytes())
-            .and_then(|()| out.flush())
-        {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) if e.kind() == ErrorKind::BrokenPipe => ExitCode::from(1),
-            Err(e) => {
-                eprintln!("error: could not write the output: {e}");
-                ExitCode::from(1)
-            }
-        };
+    ))
+    .then(|| one_line(&e.render().to_string()))
+}
+
+/// Help or version on stdout, status 0 (1 if stdout cannot take them).
+pub fn display(e: &clap::Error) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match out
+        .write_all(e.render().to_string().as_bytes())
+        .and_then(|()| out.flush())
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => ExitCode::from(FAILURE),
+        Err(e) => {
+            eprintln!("error: could not write the output: {e}");
+            ExitCode::from(FAILURE)
+        }
     }
-    eprintln!("{}", one_line(&e.render().to_string()));
-    ExitCode::from(USAGE)
+}
+
+/// The known key nearest a misspelt one, for a "did you mean" as clap gives a misspelt flag: at
+/// most 3 edits away (and fewer than the key's length: `a` is not a misspelling of `b`).
+pub fn nearest<'a>(key: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    known
+        .into_iter()
+        .map(|k| (strsim::levenshtein(key, k), k))
+        .filter(|&(d, _)| d <= 3 && d < key.chars().count())
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, k)| k)
+}
+
+/// `unknown setting 'KEY'`, with the nearest of `known` if one is close: the message both servers
+/// give a misspelt key.
+pub fn unknown_setting<'a>(key: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    match nearest(key, known) {
+        Some(k) => format!("unknown setting '{key}' (did you mean {k}?)"),
+        None => format!("unknown setting '{key}'"),
+    }
 }
 
 /// Folds clap's multi-line rendering into one line.
@@ -64,6 +95,22 @@ fn one_line(rendered: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelt_key_is_told_the_nearest_known_one() {
+        let known = ["max.connections", "max.connections.per.ip", "super.users"];
+        assert_eq!(
+            unknown_setting("max.conections", known),
+            "unknown setting 'max.conections' (did you mean max.connections?)"
+        );
+        assert_eq!(nearest("super.user", known), Some("super.users"));
+        // Nothing near: no guess.
+        assert_eq!(
+            unknown_setting("log.retention.hours", known),
+            "unknown setting 'log.retention.hours'"
+        );
+        assert_eq!(nearest("a", ["b"]), None);
+    }
 
     #[test]
     fn clap_refusals_are_one_line_with_the_tip() {

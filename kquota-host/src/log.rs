@@ -437,6 +437,54 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
+/// Ends a server's start that failed: one line on stderr, and `status`. As text, `program:
+/// message`, the line a bad flag gets; under `--log-format json`, one JSON object like every
+/// other line, from the same formatter (set up here when the failure came before the settings).
+pub fn fatal(
+    program: &str,
+    format: LogFormat,
+    message: &str,
+    status: u8,
+) -> std::process::ExitCode {
+    match format {
+        LogFormat::Text => eprintln!("{program}: {message}"),
+        LogFormat::Json => {
+            // Does nothing when the server already set it up.
+            init_logging(LogFormat::Json);
+            tracing::error!(target: "kquota::start", program, "{message}");
+        }
+    }
+    std::process::ExitCode::from(status)
+}
+
+/// The log format a command line asks for (`--log-format json`, `--log-format=json`; the last
+/// wins), for what is written before its settings are read: a refused flag or setting. Text when
+/// it asks for none or for something else.
+pub fn log_format_in_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> LogFormat {
+    let mut format = LogFormat::Text;
+    let mut next_is_value = false;
+    for arg in args {
+        let arg = arg.to_string_lossy();
+        let value = if next_is_value {
+            next_is_value = false;
+            Some(&*arg)
+        } else if arg == "--log-format" {
+            next_is_value = true;
+            None
+        } else {
+            arg.strip_prefix("--log-format=")
+        };
+        if let Some(v) = value {
+            format = if v.eq_ignore_ascii_case("json") {
+                LogFormat::Json
+            } else {
+                LogFormat::Text
+            };
+        }
+    }
+    format
+}
+
 /// Whether log lines may carry colour: stderr is a terminal and `NO_COLOR` is not set.
 pub fn colour() -> bool {
     use std::io::IsTerminal;
@@ -446,6 +494,26 @@ pub fn colour() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_log_format_is_read_off_the_command_line_as_clap_reads_it() {
+        let format = |args: &[&str]| log_format_in_args(args.iter().map(Into::into));
+        assert_eq!(format(&["kquotad"]), LogFormat::Text);
+        assert_eq!(
+            format(&["kquotad", "--log-format", "json"]),
+            LogFormat::Json
+        );
+        assert_eq!(
+            format(&["kquotad", "--log-format=json", "--bogus"]),
+            LogFormat::Json
+        );
+        // The last wins; a value that is no format is text (the settings refuse it themselves).
+        assert_eq!(
+            format(&["x", "--log-format", "json", "--log-format=text"]),
+            LogFormat::Text
+        );
+        assert_eq!(format(&["x", "--log-format", "yaml"]), LogFormat::Text);
+    }
 
     #[test]
     fn peers_are_their_addresses() {

@@ -12,6 +12,9 @@ use crate::shutdown::Shutdown;
 
 /// Something SIGHUP reloads.
 pub trait Reload: Send + Sync {
+    /// What it is, as the log names it (`TLS keystore ssl.keystore.location=...`).
+    fn what(&self) -> String;
+
     /// Reads the files again and, if they load, serves new connections from them; logs the
     /// outcome (INFO when reloaded, WARN with the reason when kept). Whether it reloaded.
     fn reload(&self) -> bool;
@@ -72,6 +75,10 @@ impl<T: Send + Sync> Reloadable<T> {
 }
 
 impl<T: Send + Sync> Reload for Reloadable<T> {
+    fn what(&self) -> String {
+        self.what.clone()
+    }
+
     fn reload(&self) -> bool {
         match self.try_reload() {
             Ok(()) => {
@@ -130,10 +137,21 @@ pub async fn reload_on_signal(
             () = shutdown.stopping() => return,
             () = signal.recv() => {}
         }
-        tracing::info!("SIGHUP received: reloading {} file set(s)", targets.len());
+        tracing::info!("SIGHUP received: {}", reloading(&targets));
         let targets = targets.clone();
         let _ = tokio::task::spawn_blocking(move || reload_all(&targets)).await;
     }
+}
+
+/// What a SIGHUP is about to read again, or that there is nothing to.
+fn reloading(targets: &[Arc<dyn Reload>]) -> String {
+    if targets.is_empty() {
+        return "nothing to reload: SIGHUP reads TLS key and trust stores and the SASL \
+                credentials file again, and none is configured"
+            .to_owned();
+    }
+    let what: Vec<String> = targets.iter().map(|t| t.what()).collect();
+    format!("reading again {}", what.join("; "))
 }
 
 /// Reloads each of `targets` (what SIGHUP does); how many reloaded.
@@ -145,6 +163,26 @@ pub fn reload_all(targets: &[Arc<dyn Reload>]) -> usize {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn a_sighup_says_what_it_reads_again() {
+        assert!(reloading(&[]).starts_with("nothing to reload: "));
+        let keystore: Arc<dyn Reload> = Arc::new(Reloadable::new(
+            "TLS keystore ssl.keystore.location=/etc/k.pem",
+            0u32,
+            || Ok(1),
+        ));
+        let users: Arc<dyn Reload> = Arc::new(Reloadable::new(
+            "SASL users sasl.credentials.file=/etc/u.json",
+            0u32,
+            || Ok(1),
+        ));
+        assert_eq!(
+            reloading(&[keystore, users]),
+            "reading again TLS keystore ssl.keystore.location=/etc/k.pem; SASL users \
+             sasl.credentials.file=/etc/u.json"
+        );
+    }
 
     #[test]
     fn a_value_that_loads_replaces_one_that_does_not_is_kept() {

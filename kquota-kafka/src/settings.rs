@@ -124,7 +124,7 @@ fn unknown(key: &str) -> SettingsError {
     let known: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
     let nearest = known
         .iter()
-        .map(|k| (edit_distance(key, k), *k))
+        .map(|k| (strsim::levenshtein(key, k), *k))
         .min()
         .filter(|(d, _)| *d <= 3)
         .map(|(_, k)| format!(" (did you mean {k}?)"))
@@ -136,24 +136,6 @@ fn unknown(key: &str) -> SettingsError {
             known.join(", ")
         ),
     }
-}
-
-/// Levenshtein distance, for the "did you mean" of a misspelt key.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

@@ -97,6 +97,22 @@ impl fmt::Display for ProxyError {
     }
 }
 
+impl ProxyError {
+    /// The exit status a start that failed with this ends with, the same as `kquotad`'s for the
+    /// same fault: [`USAGE`](kquota_host::exit::USAGE) (2) for settings that cannot work,
+    /// [`FAILURE`](kquota_host::exit::FAILURE) (1) for what went wrong around correct settings (a
+    /// port in use, a store that cannot be opened, Kafka out of reach).
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            ProxyError::Bind(..)
+            | ProxyError::NetworkThreads(_)
+            | ProxyError::Store(..)
+            | ProxyError::Cluster(_) => kquota_host::exit::FAILURE,
+            _ => kquota_host::exit::USAGE,
+        }
+    }
+}
+
 impl Error for ProxyError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
@@ -195,7 +211,10 @@ impl fmt::Display for ConfigError {
                 value,
                 problem,
             } => write!(f, "{key}={value}: {problem}"),
-            ConfigError::UnknownKey(key) => write!(f, "unknown setting '{key}'"),
+            ConfigError::UnknownKey(key) => f.write_str(&kquota_host::exit::unknown_setting(
+                key,
+                crate::SETTINGS.iter().map(|s| s.key),
+            )),
             ConfigError::Missing(key) => write!(f, "{} is required", named(key)),
             ConfigError::Needs { key, needs } => {
                 write!(f, "{} needs {}", named(key), named(needs))

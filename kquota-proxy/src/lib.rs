@@ -66,6 +66,7 @@ mod header;
 mod identity;
 mod metrics;
 mod quotas;
+mod reach;
 mod rewrite;
 mod server;
 mod settings;

@@ -5,8 +5,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use kquota_host::LogFormat;
 use kquota_proxy::{parse_properties, Proxy, ProxyConfig, SETTINGS};
 use tracing::{info, warn};
+
+/// The name a fatal line starts with.
+const PROGRAM: &str = "kquota-proxy";
 
 /// Enforce client quotas on Kafka traffic, in front of a Kafka cluster.
 ///
@@ -383,17 +387,27 @@ fn ephemeral_range(text: &str) -> Option<(u32, u32)> {
 }
 
 fn main() -> ExitCode {
+    // What a start that fails before the settings are read is written as.
+    let asked = kquota_host::log_format_in_args(std::env::args_os());
     let args = match Args::try_parse() {
         Ok(args) => args,
-        Err(e) => return kquota_host::exit::clap_failure(e),
+        Err(e) => {
+            return match (asked, kquota_host::exit::refusal(&e)) {
+                (LogFormat::Json, Some(line)) => {
+                    kquota_host::fatal(PROGRAM, asked, &line, kquota_host::exit::USAGE)
+                }
+                _ => kquota_host::exit::clap_failure(e),
+            }
+        }
     };
     let config = match settings(&args) {
         Ok(c) => c,
+        // A setting that cannot work is the operator's to fix, like a bad flag.
         Err(e) => {
-            // A setting that cannot work is the operator's to fix, like a bad flag.
-            return kquota_host::exit::usage("kquota-proxy", &e.to_string());
+            return kquota_host::fatal(PROGRAM, asked, &e.to_string(), kquota_host::exit::USAGE)
         }
     };
+    let format = config.log_format;
     // In the format the settings ask for; colours only on a terminal; no peer can flood the log.
     kquota_host::init_logging(config.log_format);
     // A thousand idle sockets must not lock everyone out at a soft limit of 1,024.
@@ -414,15 +428,15 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("kquota-proxy: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
+            let message = format!("cannot start the runtime: {e}");
+            return kquota_host::fatal(PROGRAM, format, &message, kquota_host::exit::FAILURE);
         }
     };
     runtime.block_on(async {
         let upstream = config.upstream.clone();
         let proxy = match Proxy::bind(config).await {
             Ok(p) => p,
-            Err(e) => return kquota_host::exit::usage("kquota-proxy", &e.to_string()),
+            Err(e) => return kquota_host::fatal(PROGRAM, format, &e.to_string(), e.exit_status()),
         };
         info!(listen = %proxy.local_addr(), %upstream, "kquota-proxy serving");
         proxy.serve(kquota_host::signal()).await;

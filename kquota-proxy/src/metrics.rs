@@ -32,6 +32,8 @@ use std::sync::Arc;
 use kquota::meter::{BucketOwner, BucketSnapshot, Meter};
 use kquota::{BpsView, Level, QuotaKey, QuotaType};
 use kquota_host::http::{with_host_families, ClusterState, Exporter};
+
+use crate::shared::Shared;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabel, EncodeLabelSet, EncodeLabelValue, EncodeMetric,
@@ -699,6 +701,8 @@ pub(crate) struct ProxyExporter {
     pub(crate) cluster: ClusterState,
     /// Set once the bootstrap listener's accept loop runs.
     pub(crate) serving: Arc<AtomicBool>,
+    /// Whether the cluster can be reached ([`Shared::reach`]).
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl Exporter for ProxyExporter {
@@ -714,6 +718,12 @@ impl Exporter for ProxyExporter {
     fn ready(&self) -> Result<(), String> {
         if !self.serving.load(Ordering::Acquire) {
             return Err("the proxy's listeners are not serving yet".to_owned());
+        }
+        if let Some(why) = self.shared.reach.why_down() {
+            return Err(format!(
+                "the cluster at {} cannot be reached: {why}",
+                self.shared.config.upstream
+            ));
         }
         self.cluster.ready()
     }

@@ -279,6 +279,42 @@ pub(crate) fn unsupported_api_versions(correlation_id: i32) -> Bytes {
     encode(&correlation_id.to_be_bytes(), &r, 0).expect("a v0 ApiVersions response encodes")
 }
 
+/// The ApiVersions answer the proxy gives itself while the cluster cannot be reached, so that a
+/// tool that negotiates first (`kafka-quotas`, `kafka-configs`) is served the quota admin APIs with
+/// its broker away. It lists those at the proxy's own versions and every other API at what the
+/// proxy can pass on (kafka-protocol's range, capped where the proxy rewrites): a client then sends
+/// its next request for the cluster as it would, rather than finding Metadata missing and waiting
+/// on a connection that cannot serve it, and the proxy closes such a connection at that request
+/// (the client reconnects and negotiates with the cluster). `version` is the request's, which the
+/// proxy has checked it can encode.
+pub(crate) fn own_api_versions(correlation_id: i32, version: i16) -> Result<Bytes, RewriteError> {
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    let keys = ApiKey::iter()
+        .filter_map(|key| {
+            let code = key as i16;
+            let (min, max) = match own_api(code) {
+                Some(served) => (served.min_version, served.max_version),
+                None => {
+                    let valid = key.valid_versions();
+                    (
+                        valid.min,
+                        rewritten_max(code).map_or(valid.max, |m| m.min(valid.max)),
+                    )
+                }
+            };
+            (min <= max).then(|| {
+                ApiVersion::default()
+                    .with_api_key(code)
+                    .with_min_version(min)
+                    .with_max_version(max)
+            })
+        })
+        .collect();
+    let r = ApiVersionsResponse::default().with_api_keys(keys);
+    // An ApiVersions response header is the correlation id alone, at every version (KIP-511).
+    encode(&correlation_id.to_be_bytes(), &r, version)
+}
+
 /// The body of a `key` response at `version`, decoded once its bounded walk has succeeded:
 /// kafka-protocol reserves every array's count before it reads an element.
 fn decode<M: Decodable>(key: ApiKey, body: &mut Bytes, version: i16) -> Result<M, RewriteError> {
@@ -780,6 +816,55 @@ mod tests {
                 .map(|a| (a.api_key, a.max_version))
                 .collect();
             assert_eq!(keys, vec![(0, 9), (48, 1), (49, 1), (60, 1)], "v{version}");
+        }
+    }
+
+    #[test]
+    fn the_own_api_versions_answer_serves_the_admin_apis_and_lists_the_rest() {
+        for version in 0..=ApiVersionsResponse::VERSIONS.max {
+            let own = own_api_versions(7, version).unwrap();
+            let mut body = own.slice(4..);
+            assert_eq!(
+                i32::from_be_bytes(own[..4].try_into().unwrap()) as usize,
+                body.len()
+            );
+            assert_eq!(
+                ResponseHeader::decode(&mut body, 0).unwrap().correlation_id,
+                7
+            );
+            let r = ApiVersionsResponse::decode(&mut body, version).unwrap();
+            assert_eq!(r.error_code, 0, "v{version}");
+            let listed = |key: ApiKey| {
+                r.api_keys
+                    .iter()
+                    .find(|a| a.api_key == key as i16)
+                    .map(|a| (a.min_version, a.max_version))
+            };
+            // The quota admin APIs at the proxy's own versions.
+            assert_eq!(
+                listed(ApiKey::DescribeClientQuotas),
+                Some((0, 1)),
+                "v{version}"
+            );
+            assert_eq!(
+                listed(ApiKey::AlterClientQuotas),
+                Some((0, 1)),
+                "v{version}"
+            );
+            // The rest at what the proxy passes on: Metadata is there for a client to ask.
+            assert_eq!(
+                listed(ApiKey::ApiVersions),
+                Some((0, ApiVersionsResponse::VERSIONS.max))
+            );
+            assert_eq!(
+                listed(ApiKey::Produce).map(|(_, max)| max),
+                Some(ProduceResponse::VERSIONS.max)
+            );
+            assert!(listed(ApiKey::Metadata).is_some(), "v{version}");
+            // In key order, each once.
+            let keys: Vec<i16> = r.api_keys.iter().map(|a| a.api_key).collect();
+            assert!(keys.windows(2).all(|w| w[0] < w[1]), "v{version}: {keys:?}");
+            assert!(body.is_empty(), "v{version}: {} bytes left", body.len());
         }
     }
 

@@ -18,6 +18,7 @@ use crate::connection;
 use crate::error::ProxyError;
 use crate::metrics::{ProxyExporter, Stats};
 use crate::quotas::Quotas;
+use crate::reach::Reach;
 use crate::shared::{NewListener, Shared, Target, TaskGuard, Tasks};
 use crate::workers::Workers;
 
@@ -153,7 +154,7 @@ impl Proxy {
     /// proxy learns of each broker, from the responses that name it.
     pub async fn bind(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         config.check()?;
-        let quotas = Quotas::open(&config).await?;
+        // The ports first: a start that fails on a port in use leaves no store directory behind.
         let tcp = TcpListener::bind(config.listen)
             .await
             .map_err(|e| ProxyError::Bind(config.listen, e))?;
@@ -165,6 +166,7 @@ impl Proxy {
             ),
             None => None,
         };
+        let quotas = Quotas::open(&config).await?;
         let (stop, shutdown) = kquota_host::channel();
         let (new_listeners, listeners) = mpsc::unbounded_channel();
         let slots = Slots::new(
@@ -190,6 +192,7 @@ impl Proxy {
                 tasks: Tasks::default(),
                 listeners: new_listeners,
                 workers,
+                reach: Reach::default(),
             }),
             stop,
             reload: kquota_host::reload_signal(),
@@ -255,7 +258,10 @@ impl Proxy {
                 budget: shared.budget.clone(),
                 cluster: shared.quotas.cluster_state.clone(),
                 serving: Arc::clone(&serving),
+                shared: Arc::clone(&shared),
             };
+            // Only /readyz reads what the probe learns.
+            tokio::spawn(crate::reach::probe(Arc::clone(&shared)));
             tokio::spawn(kquota_host::http::serve_metrics(
                 listener,
                 Arc::new(exporter),

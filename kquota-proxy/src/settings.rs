@@ -1051,19 +1051,26 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_refused() {
-        for key in [
-            "max.connection",
-            "kquota.proxy.listen.bsae",
-            "kquota.cluster.client.",
-            "kquota.cluster.bootstrap",
-            "",
+        // A misspelt key is told the key meant, as clap tells a misspelt flag.
+        for (key, meant) in [
+            ("max.connection", Some("max.connections")),
+            ("kquota.proxy.listen.bsae", Some("kquota.proxy.listen.base")),
+            // The family's pattern, which says a client property's name goes after the dot.
+            ("kquota.cluster.client.", Some("kquota.cluster.client.*")),
+            ("kquota.cluster.bootstrap", None),
+            ("log.retention.hours", None),
+            ("", None),
         ] {
             let e = ProxyConfig::default().set(key, "1").unwrap_err();
             assert!(
                 matches!(&e, ConfigError::UnknownKey(k) if k == key),
                 "{e:?}"
             );
-            assert_eq!(e.to_string(), format!("unknown setting '{key}'"));
+            let said = match meant {
+                Some(k) => format!("unknown setting '{key}' (did you mean {k}?)"),
+                None => format!("unknown setting '{key}'"),
+            };
+            assert_eq!(e.to_string(), said);
         }
     }
 

@@ -16,6 +16,7 @@ use tracing::info;
 use crate::config::{HostPort, ProxyConfig};
 use crate::metrics::Stats;
 use crate::quotas::Quotas;
+use crate::reach::Reach;
 use crate::workers::Workers;
 
 /// What a listener stands for: the cluster's bootstrap address, or one broker.
@@ -52,6 +53,8 @@ pub(crate) struct Shared {
     pub(crate) listeners: mpsc::UnboundedSender<NewListener>,
     /// The network threads the connections are served on.
     pub(crate) workers: Workers,
+    /// Whether the cluster can be reached, for `/readyz`.
+    pub(crate) reach: Reach,
 }
 
 /// A listener bound for a broker, with the guard its accept loop will hold.

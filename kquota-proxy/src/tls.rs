@@ -134,6 +134,10 @@ impl ClientTls {
 }
 
 impl Reload for ClientTls {
+    fn what(&self) -> String {
+        self.acceptor.what().to_owned()
+    }
+
     fn reload(&self) -> bool {
         self.acceptor.reload()
     }
@@ -225,6 +229,10 @@ impl UpstreamTls {
 }
 
 impl Reload for UpstreamTls {
+    fn what(&self) -> String {
+        self.connector.what().to_owned()
+    }
+
     fn reload(&self) -> bool {
         self.connector.reload()
     }

@@ -13,6 +13,8 @@ use kquota::{ApiError, Entity, ParseError};
 pub enum StoreError {
     /// The data directory could not be created.
     Io(PathBuf, std::io::Error),
+    /// The database file is held (locked) by another process, which has the store open.
+    Locked(PathBuf),
     /// The database failed.
     Db(DbError),
     /// A stored entry cannot be read back.
@@ -48,6 +50,12 @@ impl fmt::Display for StoreError {
             StoreError::Io(path, e) => {
                 write!(f, "cannot use data directory {}: {e}", path.display())
             }
+            StoreError::Locked(file) => write!(
+                f,
+                "{} is in use by another process (another kquotad or kquota-proxy with this data \
+                 directory?): one process at a time may hold a store",
+                file.display()
+            ),
             // The database's own words (and its file, when opening it failed): the callers say
             // it is the store's ("Store error: …" in an alteration's answer), so this does not.
             StoreError::Db(e) => write!(f, "{e}"),
@@ -89,7 +97,7 @@ impl Error for StoreError {
             StoreError::Db(e) => Some(e),
             StoreError::Corrupt { reason, .. } => Some(reason),
             StoreError::Invalid { error, .. } => Some(error),
-            StoreError::Damaged { .. } => None,
+            StoreError::Damaged { .. } | StoreError::Locked(_) => None,
         }
     }
 }

@@ -69,7 +69,11 @@ fn open_file(file: &Path, open_db: &Opener) -> Result<Opened, StoreError> {
         .map_err(|e| open_err(file, e))?;
     let state = Arc::new(FileState::default());
     let backend = Backend {
-        file: FileBackend::new(handle).map_err(|e| open_err(file, e))?,
+        file: FileBackend::new(handle).map_err(|e| match e {
+            // redb's words for it are "Database already open. Cannot acquire lock.".
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked(file.to_owned()),
+            e => open_err(file, e),
+        })?,
         state: Arc::clone(&state),
     };
     let db = guarded(file, &state, || {
@@ -320,6 +324,28 @@ mod tests {
     use kquota::Alteration;
     use kquota::EntityName;
     use kquota::{ListFilter, ListedEntity};
+
+    #[test]
+    fn a_store_held_by_another_opener_says_so() {
+        let dir = std::env::temp_dir().join(format!("kquota-store-held-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let held = Store::open(&dir).unwrap();
+        // The lock is the file's (flock): a second opener is refused even in this process.
+        let Err(e) = Store::open(&dir) else {
+            panic!("a second opener was let in");
+        };
+        assert!(
+            matches!(&e, StoreError::Locked(f) if *f == dir.join(DB_FILE)),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().contains("is in use by another process"),
+            "{e}"
+        );
+        drop(held);
+        Store::open(&dir).expect("free again once the holder is gone");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn persisted_changes_load_back() {

@@ -170,16 +170,19 @@ pub(crate) fn alteration(
     }
     let changes = changes(entries, outcome);
     let result = result(outcome, validate_only);
+    let principal = session.principal().to_string();
+    // Text values as `str`, which the text format quotes as it quotes `api`: `result` and
+    // `changes` hold spaces, and a principal may (a certificate's name).
     tracing::info!(
         target: AUDIT_TARGET,
         api,
-        principal = %session.principal(),
+        principal = principal.as_str(),
         peer = %Peer(session),
         listener = session.listener(),
         validate_only,
         entries = entries.len(),
-        %result,
-        changes = %changes,
+        result = result.as_str(),
+        changes = changes.as_str(),
         "{api} by {} from {}: {result}",
         session.principal(),
         Peer(session),
@@ -188,10 +191,11 @@ pub(crate) fn alteration(
 
 /// Logs a refused alteration request with its principal, as Kafka's authorizer log does.
 pub(crate) fn refusal(session: &Session, api: &'static str) {
+    let principal = session.principal().to_string();
     tracing::warn!(
         target: AUDIT_TARGET,
         api,
-        principal = %session.principal(),
+        principal = principal.as_str(),
         peer = %Peer(session),
         listener = session.listener(),
         result = "CLUSTER_AUTHORIZATION_FAILED",

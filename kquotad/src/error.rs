@@ -81,7 +81,10 @@ impl fmt::Display for ConfigError {
                 value,
                 problem,
             } => write!(f, "{key}={value}: {problem}"),
-            ConfigError::UnknownKey(key) => write!(f, "unknown setting '{key}'"),
+            ConfigError::UnknownKey(key) => f.write_str(&kquota_host::exit::unknown_setting(
+                key,
+                crate::KNOWN_PROPERTIES.iter().copied(),
+            )),
             ConfigError::NoKeystore => f.write_str(
                 "a TLS listener needs ssl.keystore.location (a PEM file with the certificate chain and key), or ssl.keystore.certificate.chain and ssl.keystore.key",
             ),

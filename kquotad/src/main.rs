@@ -6,9 +6,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use kquota_host::LogFormat;
 use kquota_wire::{Credentials, ScramCredential, ScramMechanism};
 use kquotad::{parse_properties, Server, ServerConfig, StartError, KNOWN_PROPERTIES};
 use tracing::{info, warn};
+
+/// The name a fatal line starts with.
+const PROGRAM: &str = "kquotad";
 
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
@@ -243,7 +247,12 @@ fn settings(args: &Args) -> Result<(ServerConfig, Vec<String>), String> {
                     .set(&p.key, &p.value)
                     .map_err(|e| format!("{at}: {e}"))?;
             } else {
-                warnings.push(format!("{at}: ignoring unknown setting '{}'", p.key));
+                // Warned and left, as Kafka's broker does with keys it does not use: a Kafka
+                // server.properties, with its many broker keys, is a valid kquotad file.
+                warnings.push(format!(
+                    "{at}: ignoring {}",
+                    kquota_host::exit::unknown_setting(&p.key, KNOWN_PROPERTIES.iter().copied())
+                ));
             }
         }
     }
@@ -296,9 +305,18 @@ fn settings(args: &Args) -> Result<(ServerConfig, Vec<String>), String> {
 }
 
 fn main() -> ExitCode {
+    // What a start that fails before the settings are read is written as.
+    let asked = kquota_host::log_format_in_args(std::env::args_os());
     let args = match Args::try_parse() {
         Ok(args) => args,
-        Err(e) => return kquota_host::exit::clap_failure(e),
+        Err(e) => {
+            return match (asked, kquota_host::exit::refusal(&e)) {
+                (LogFormat::Json, Some(line)) => {
+                    kquota_host::fatal(PROGRAM, asked, &line, kquota_host::exit::USAGE)
+                }
+                _ => kquota_host::exit::clap_failure(e),
+            }
+        }
     };
     if let Some(Command::ScramCredential {
         user,
@@ -318,8 +336,7 @@ fn main() -> ExitCode {
     let (config, warnings) = match settings(&args) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("kquotad: {e}");
-            return ExitCode::from(2);
+            return kquota_host::fatal(PROGRAM, asked, &e.to_string(), kquota_host::exit::USAGE)
         }
     };
     // In the format the settings ask for; colour only on a terminal; no peer can flood the log.
@@ -329,11 +346,12 @@ fn main() -> ExitCode {
     }
     // A thousand idle sockets must not lock everyone out at a soft limit of 1,024.
     kquota_host::raise_fd_limit();
+    let format = config.log_format;
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("kquotad: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
+            let message = format!("cannot start the runtime: {e}");
+            return kquota_host::fatal(PROGRAM, format, &message, kquota_host::exit::FAILURE);
         }
     };
     runtime.block_on(async move {
@@ -341,14 +359,14 @@ fn main() -> ExitCode {
         let server = match Server::bind(config.clone()).await {
             Ok(s) => s,
             Err(e) => {
-                // One line, as for a bad flag: not a log line as well.
-                eprintln!("kquotad: {e}");
-                // A setting that cannot work (a missing keystore, an unreadable credentials
-                // file) is the operator's to fix, like a bad flag.
-                return match e {
-                    StartError::Config(_) => ExitCode::from(2),
-                    _ => ExitCode::FAILURE,
+                // One line, as for a bad flag: not a log line as well. A setting that cannot work
+                // (a missing keystore, an unreadable credentials file) is the operator's to fix,
+                // like a bad flag; a port in use or a store that cannot be opened is a failure.
+                let status = match e {
+                    StartError::Config(_) => kquota_host::exit::USAGE,
+                    _ => kquota_host::exit::FAILURE,
                 };
+                return kquota_host::fatal(PROGRAM, format, &e.to_string(), status);
             }
         };
         let listeners: Vec<String> = server

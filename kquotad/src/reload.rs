@@ -20,13 +20,11 @@ struct SaslUsers {
     endpoints: Vec<Arc<Endpoint>>,
 }
 
-impl SaslUsers {
+impl Reload for SaslUsers {
     fn what(&self) -> String {
         format!("SASL users sasl.credentials.file={}", self.path.display())
     }
-}
 
-impl Reload for SaslUsers {
     fn reload(&self) -> bool {
         let credentials = match Credentials::load(&self.path) {
             Ok(c) => c,

@@ -166,6 +166,25 @@ impl Server {
             None
         };
         let sasl = sasl_config(&config, &listeners)?;
+        // The ports first: a start that fails on a port in use leaves no store directory behind.
+        let metrics_listener = match config.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| StartError::Bind(addr, e))?,
+            ),
+            None => None,
+        };
+        let mut sockets = Vec::with_capacity(listeners.len());
+        for listener in listeners {
+            let tcp = TcpListener::bind(listener.addr)
+                .await
+                .map_err(|e| StartError::Bind(listener.addr, e))?;
+            let local = tcp
+                .local_addr()
+                .map_err(|e| StartError::Bind(listener.addr, e))?;
+            sockets.push((tcp, local, listener));
+        }
         let (opened, members) = open(&config).await?;
         #[allow(unused_mut)] // Without the cluster feature nothing more is filled in.
         let mut cluster = ClusterState::default();
@@ -204,22 +223,8 @@ impl Server {
         if let Some(sasl) = sasl {
             base = base.with_sasl(sasl);
         }
-        let metrics_listener = match config.metrics_listen {
-            Some(addr) => Some(
-                TcpListener::bind(addr)
-                    .await
-                    .map_err(|e| StartError::Bind(addr, e))?,
-            ),
-            None => None,
-        };
-        let mut bound = Vec::with_capacity(listeners.len());
-        for listener in listeners {
-            let tcp = TcpListener::bind(listener.addr)
-                .await
-                .map_err(|e| StartError::Bind(listener.addr, e))?;
-            let local = tcp
-                .local_addr()
-                .map_err(|e| StartError::Bind(listener.addr, e))?;
+        let mut bound = Vec::with_capacity(sockets.len());
+        for (tcp, local, listener) in sockets {
             // Metadata answers with the listener the request came on, as Kafka does.
             let (host, port) = config
                 .advertised

@@ -186,7 +186,7 @@ struct Worker {
     meter: Meter,
     members: Arc<Members>,
     split: Arc<SharedSplit>,
-    producer: BaseProducer,
+    producer: BaseProducer<TracingContext>,
     consumer: BaseConsumer<TracingContext>,
     stop: Arc<AtomicBool>,
 }
@@ -204,11 +204,11 @@ impl Worker {
         let topic = config.usage_topic.clone();
         ensure_topic(config, &TopicSpec::usage(&topic), config.open_timeout)?;
         let max_age_ms = millis(config.usage_max_age).max(1).to_string();
-        let producer: BaseProducer = fresh_producer_config(config)
+        let producer: BaseProducer<TracingContext> = fresh_producer_config(config)
             // A record older than the view's age limit would be refused by every reader.
             .set("message.timeout.ms", &max_age_ms)
             .set("compression.codec", "lz4")
-            .create()
+            .create_with_context(TracingContext::default())
             .map_err(|source| ClusterError::Client {
                 client: KafkaClient::UsageProducer,
                 source,

@@ -150,11 +150,16 @@ async fn connect(upstream: &HostPort, shared: &Shared) -> Result<Side, String> {
         };
         Ok::<_, std::io::Error>(stream)
     };
-    match tokio::time::timeout(shared.config.connect_timeout, connect).await {
+    let connected = match tokio::time::timeout(shared.config.connect_timeout, connect).await {
         Ok(Ok(s)) => Ok(s),
         Ok(Err(e)) => Err(format!("cannot connect to the broker: {e}")),
         Err(_) => Err("connecting to the broker timed out".to_owned()),
+    };
+    match &connected {
+        Ok(_) => shared.reach.up(),
+        Err(why) => shared.reach.down(why),
     }
+    connected
 }
 
 /// Proxies `client` to `upstream`. The broker is connected to only when a request must be
@@ -204,14 +209,14 @@ enum Upstream<'a> {
 }
 
 impl Upstream<'_> {
-    /// The broker's write half, connecting first if this is the first request to forward.
+    /// The broker's write half, connecting first if this is the first request to forward; a
+    /// connect that fails closes the connection.
     async fn writer(&mut self, conn: &Conn<'_>) -> Result<&mut WriteSide, Ended> {
-        if let Upstream::Unconnected { .. } = self {
-            if let Upstream::Unconnected { addr, reader } =
-                std::mem::replace(self, Upstream::Connecting)
-            {
-                self.connect(conn, addr, reader).await?;
+        if let Err(why) = self.try_connect(conn).await? {
+            if let Upstream::Unconnected { addr, .. } = self {
+                warn!(peer = %conn.peer, upstream = %addr, "closing connection: {why}");
             }
+            *self = Upstream::Connecting;
         }
         match self {
             Upstream::Connected(w) => Ok(w),
@@ -220,31 +225,34 @@ impl Upstream<'_> {
         }
     }
 
-    /// Connects to the broker at `addr`, hands the read half to the answer side over `reader`,
-    /// and keeps the write half.
-    async fn connect(
-        &mut self,
-        conn: &Conn<'_>,
-        addr: &HostPort,
-        reader: oneshot::Sender<UpstreamReader>,
-    ) -> Result<(), Ended> {
-        {
-            let shared = conn.shared;
-            let connected = tokio::select! {
-                r = connect(addr, shared) => r,
-                () = shared.stopping() => return Err(Ended::Stopping),
-            };
-            let stream = connected.map_err(|why| {
-                warn!(peer = %conn.peer, upstream = %addr, "closing connection: {why}");
-                Ended::Closed
-            })?;
-            let (r, w) = stream.split();
-            if reader.send(FrameReader::new(r)).is_err() {
-                // The answer side has ended: the connection is closing.
-                return Err(Ended::Closed);
-            }
-            *self = Upstream::Connected(w);
+    /// Connects to the broker if this is the first request to forward, handing the read half
+    /// to the answer side and keeping the write half. A connect that fails leaves it unconnected
+    /// and says why (`Ok(Err(why))`), for a request the proxy can answer itself instead.
+    async fn try_connect(&mut self, conn: &Conn<'_>) -> Result<Result<(), String>, Ended> {
+        let Upstream::Unconnected { addr, .. } = self else {
+            return Ok(Ok(()));
+        };
+        let addr = *addr;
+        let shared = conn.shared;
+        let connected = tokio::select! {
+            r = connect(addr, shared) => r,
+            () = shared.stopping() => return Err(Ended::Stopping),
+        };
+        let stream = match connected {
+            Ok(stream) => stream,
+            Err(why) => return Ok(Err(why)),
+        };
+        let Upstream::Unconnected { reader, .. } = std::mem::replace(self, Upstream::Connecting)
+        else {
+            // It was unconnected above; were it not, closing is the safe answer.
+            return Err(Ended::Closed);
+        };
+        let (r, w) = stream.split();
+        if reader.send(FrameReader::new(r)).is_err() {
+            // The answer side has ended: the connection is closing.
+            return Err(Ended::Closed);
         }
-        Ok(())
+        *self = Upstream::Connected(w);
+        Ok(Ok(()))
     }
 }

@@ -16,6 +16,7 @@ use super::frames::{write_frame, BodyError, FrameReader, PassError, WriteError, 
 use super::sides::Socket;
 use super::{Conn, Ended, Owed, Upstream};
 use crate::header::{self, RequestHead};
+use crate::rewrite;
 
 /// Reads the client's requests and forwards each, as its bytes (a Fetch's `max_bytes` capped to
 /// the consumer's quota window), once its place in the queue of answers is taken; answers the
@@ -33,6 +34,9 @@ where
     let shared = conn.shared;
     let peer = conn.peer;
     let config = &shared.config;
+    // Whether the client negotiated its versions with the proxy itself, the cluster away: then
+    // its first request for the cluster closes the connection, to be negotiated again.
+    let mut negotiated_locally = false;
     loop {
         if let Err(ended) = next_prefix(&mut client, owed, conn).await {
             return ended;
@@ -112,7 +116,7 @@ where
         let frame = frame.into_bytes();
         // The answer this connection waits for before it reads on.
         let mut answered = None;
-        let (pending, to_broker) = match pending {
+        let (mut pending, mut to_broker) = match pending {
             Pending::Upstream(mut f) => {
                 if f.one_at_a_time() {
                     let (tx, rx) = oneshot::channel();
@@ -128,6 +132,42 @@ where
             }
             local => (Some(local), false),
         };
+        // A tool negotiates before it asks for quotas: with the cluster out of reach, the proxy
+        // answers ApiVersions with the APIs it serves alone, so its own admin APIs stay served.
+        if to_broker && head.api_key == ApiKey::ApiVersions as i16 {
+            match upstream.try_connect(conn).await {
+                Err(ended) => return ended,
+                Ok(Ok(())) => {}
+                Ok(Err(why)) => {
+                    match rewrite::own_api_versions(head.correlation_id, head.version) {
+                        Ok(bytes) => {
+                            debug!(%peer, "answering ApiVersions itself: {why}");
+                            shared.stats.answered_locally();
+                            pending = Some(Pending::Local {
+                                api_key: head.api_key,
+                                bytes,
+                                throttle_ms: 0,
+                            });
+                            to_broker = false;
+                            answered = None;
+                            negotiated_locally = true;
+                        }
+                        Err(e) => {
+                            warn!(%peer, "closing connection: {why}; and ApiVersions: {e}");
+                            return Ended::Closed;
+                        }
+                    }
+                }
+            }
+        }
+        if to_broker && negotiated_locally {
+            // The versions it chose are not the cluster's: it reconnects and negotiates again.
+            debug!(
+                %peer,
+                "closing connection: it negotiated with the proxy while the cluster was away"
+            );
+            return Ended::Closed;
+        }
         // Connected before the answer is queued: the answer side then has the broker to read.
         if to_broker {
             if let Err(ended) = upstream.writer(conn).await {

@@ -322,6 +322,17 @@ async fn the_quota_admin_apis_are_answered_while_the_cluster_is_unreachable() {
         })
         .await;
         let mut c = Client::connect(running.addr).await;
+        // A tool negotiates first (kafka-configs, kafka-quotas): the proxy answers for itself,
+        // at every version, with its own admin APIs.
+        for version in 0..=4 {
+            let r: ApiVersionsResponse = c
+                .call(ApiKey::ApiVersions, version, &ApiVersionsRequest::default())
+                .await;
+            assert_eq!(r.error_code, 0, "v{version}");
+            assert_eq!(listed(&r, ApiKey::DescribeClientQuotas), Some((0, 1)));
+            assert_eq!(listed(&r, ApiKey::AlterClientQuotas), Some((0, 1)));
+            assert!(listed(&r, ApiKey::Metadata).is_some(), "v{version}");
+        }
         assert_eq!(alter_producer_rate(&mut c, "alice", 4096.0).await, 0);
         let r: DescribeClientQuotasResponse = c
             .call(ApiKey::DescribeClientQuotas, 1, &describe_user("alice"))

@@ -58,8 +58,7 @@ fn refusal(args: &[&str]) -> String {
 #[test]
 fn a_bad_config_file_stops_the_proxy_naming_the_file_the_line_and_the_key() {
     let head = "# the proxy\nkquota.proxy.upstream=127.0.0.1:1\n";
-    let mut cases =
-        vec![
+    let mut cases = vec![
         (
             "max.connections=0\n",
             "line 3: max.connections=0: must be a whole number ≥ 1",
@@ -69,7 +68,10 @@ fn a_bad_config_file_stops_the_proxy_naming_the_file_the_line_and_the_key() {
             "line 3: kquota.proxy.listen.base=19000: must be an IP address and a port, IP:PORT \
              (IPv6 in brackets: [::1]:9092)",
         ),
-        ("max.conections=5\n", "line 3: unknown setting 'max.conections'"),
+        (
+            "max.conections=5\n",
+            "line 3: unknown setting 'max.conections' (did you mean max.connections?)",
+        ),
         (
             "super.users User:admin\n",
             "line 3: expected key=value, got 'super.users' followed by a space; a setting \
@@ -130,7 +132,10 @@ fn a_flag_wins_over_the_file_and_the_proxy_serves() {
          kquota.proxy.listen.base=127.0.0.1:0\n\
          kquota.proxy.store.enable=false\n",
     );
-    let stderr = refusal(&["--config", file.path()]);
+    // A listener that cannot be bound is a failed start (1), as in kquotad, not a refused setting.
+    let out = run(&["--config", file.path()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.starts_with("kquota-proxy: cannot listen on 203.0.113.1:9092: "),
         "{stderr}"
@@ -179,4 +184,105 @@ fn help_lists_every_setting_and_its_flag() {
         );
     }
     assert!(help.contains("--config <FILE>"), "{help}");
+}
+
+/// A port held by the test: the proxy asked to listen on it finds it in use.
+fn held_port() -> (std::net::TcpListener, String) {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap().to_string();
+    (held, addr)
+}
+
+/// A store directory that does not exist yet, under the temporary directory.
+fn store_path(what: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "kquota-proxy-it-{what}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn a_port_in_use_exits_1_as_kquotad_does_and_leaves_no_store_behind() {
+    let (_held, addr) = held_port();
+    let store = store_path("port-in-use");
+    let out = run(&[
+        "--upstream",
+        "127.0.0.1:1",
+        "--listen",
+        &addr,
+        "--listen-base",
+        "127.0.0.1:0",
+        "--data-dir",
+        store.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("kquota-proxy: cannot listen on {addr}: ")),
+        "{stderr}"
+    );
+    assert!(
+        !store.exists(),
+        "the failed start created {}",
+        store.display()
+    );
+}
+
+#[test]
+fn under_log_format_json_a_failed_start_is_a_json_line_too() {
+    let (_held, addr) = held_port();
+    let store = store_path("json-fatal");
+    let cases: [(&[&str], i32, &str); 3] = [
+        // Refused by the flags' parser, before any setting is read.
+        (&["--log-format", "json", "--bogus"], 2, "--bogus"),
+        // Refused by the settings.
+        (
+            &[
+                "--log-format=json",
+                "--upstream",
+                "127.0.0.1:1",
+                "--max-connections",
+                "0",
+            ],
+            2,
+            "max.connections",
+        ),
+        // A failure around correct settings.
+        (
+            &[
+                "--log-format",
+                "json",
+                "--upstream",
+                "127.0.0.1:1",
+                "--listen",
+                &addr,
+                "--listen-base",
+                "127.0.0.1:0",
+                "--data-dir",
+                store.to_str().unwrap(),
+            ],
+            1,
+            "cannot listen on",
+        ),
+    ];
+    for (args, status, says) in cases {
+        let out = run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(status), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert!(!lines.is_empty(), "{args:?}: nothing on stderr");
+        for line in &lines {
+            assert!(
+                line.starts_with('{')
+                    && line.ends_with('}')
+                    && line.contains("\"level\":\"ERROR\""),
+                "{args:?}: not a JSON error line: {line}"
+            );
+        }
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
 }

@@ -442,3 +442,93 @@ fn max_connections_per_ip_limits_one_address() {
     }
     assert_eq!(users(&mut second), vec![]);
 }
+
+#[test]
+fn a_port_in_use_exits_1_and_leaves_no_store_behind() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap();
+    let dir = data_dir();
+    let listeners = format!("PLAINTEXT://{addr}");
+    let (code, err) = kquotad_exit(&[
+        "--listeners",
+        &listeners,
+        "--data-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.starts_with(&format!("kquotad: cannot listen on {addr}: ")),
+        "{err}"
+    );
+    assert!(!dir.exists(), "the failed start created {}", dir.display());
+    // Under --log-format json, the fatal line is JSON like every other.
+    let (code, err) = kquotad_exit(&[
+        "--log-format",
+        "json",
+        "--listeners",
+        &listeners,
+        "--data-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    for line in err.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert_eq!(v["level"], "ERROR", "{line}");
+    }
+    assert!(err.contains("cannot listen on"), "{err}");
+}
+
+#[test]
+fn under_log_format_json_refused_flags_and_settings_are_json_lines() {
+    for (args, says) in [
+        (&["--log-format=json", "--bogus"][..], "--bogus"),
+        (
+            &["--log-format", "json", "--broker-count", "0"][..],
+            "kquota.broker.count=0",
+        ),
+    ] {
+        let (code, err) = kquotad_exit(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(!err.is_empty(), "{args:?}: nothing on stderr");
+        for line in err.lines() {
+            let v: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {line}"));
+            assert_eq!(v["level"], "ERROR", "{line}");
+        }
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_misspelt_settings_key_is_warned_with_the_key_meant() {
+    // Warned, not refused, as Kafka's broker warns of keys it does not use; the held port ends
+    // the start right after the warning.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = data_dir();
+    std::fs::create_dir_all(&*dir).unwrap();
+    let file = dir.join("server.properties");
+    std::fs::write(&file, "max.conections=5\nlog.retention.hours=168\n").unwrap();
+    let listeners = format!("PLAINTEXT://{}", held.local_addr().unwrap());
+    let (code, err) = kquotad_exit(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--listeners",
+        &listeners,
+        "--data-dir",
+        dir.join("store").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(
+            "line 1: ignoring unknown setting 'max.conections' (did you mean max.connections?)"
+        ),
+        "{err}"
+    );
+    // A Kafka broker key far from every kquotad key: no guess.
+    assert!(
+        err.lines()
+            .any(|l| l.ends_with("line 2: ignoring unknown setting 'log.retention.hours'")),
+        "{err}"
+    );
+}

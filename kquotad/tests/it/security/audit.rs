@@ -118,3 +118,30 @@ fn an_unknown_log_format_is_a_usage_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_text_audit_line_quotes_values_with_spaces() {
+    let s = Secured::start(&[]);
+    let admin = s.sasl(
+        "admin",
+        "SASL_PLAINTEXT",
+        "SCRAM-SHA-256",
+        "admin",
+        ADMIN_PASSWORD,
+    );
+    assert_ok(&alter(s.sasl_plaintext, Some(&admin), "quoted", 4096));
+    let log = s.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("kquota::audit") && l.contains("user=quoted"))
+        .unwrap_or_else(|| panic!("no audit line for user=quoted:\n{log}"));
+    // Each value as one token: a reader splitting on spaces outside quotes gets it whole.
+    for field in [
+        "api=\"AlterClientQuotas\"",
+        "principal=\"User:admin\"",
+        "result=\"1 applied, 0 refused\"",
+        "changes=\"[user=quoted: set producer_byte_rate=4096 => ok]\"",
+    ] {
+        assert!(line.contains(field), "{field} not in: {line}");
+    }
+}
