@@ -33,7 +33,8 @@ use kquota::meter::{BucketOwner, BucketSnapshot, Meter};
 use kquota::{BpsView, Level, QuotaKey, QuotaType};
 use kquota_host::http::{with_host_families, ClusterState, Exporter};
 
-use crate::shared::Shared;
+use crate::config::HostPort;
+use crate::reach::Reach;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabel, EncodeLabelSet, EncodeLabelValue, EncodeMetric,
@@ -701,8 +702,9 @@ pub(crate) struct ProxyExporter {
     pub(crate) cluster: ClusterState,
     /// Set once the bootstrap listener's accept loop runs.
     pub(crate) serving: Arc<AtomicBool>,
-    /// Whether the cluster can be reached ([`Shared::reach`]).
-    pub(crate) shared: Arc<Shared>,
+    /// Whether the cluster at `upstream` can be reached.
+    pub(crate) reach: Arc<Reach>,
+    pub(crate) upstream: HostPort,
 }
 
 impl Exporter for ProxyExporter {
@@ -719,10 +721,10 @@ impl Exporter for ProxyExporter {
         if !self.serving.load(Ordering::Acquire) {
             return Err("the proxy's listeners are not serving yet".to_owned());
         }
-        if let Some(why) = self.shared.reach.why_down() {
+        if let Some(why) = self.reach.why_down() {
             return Err(format!(
                 "the cluster at {} cannot be reached: {why}",
-                self.shared.config.upstream
+                self.upstream
             ));
         }
         self.cluster.ready()

@@ -3,13 +3,13 @@
 //! bootstrap address every [`PROBE_EVERY`], so readiness comes back without waiting for a client
 //! and goes when the broker does, with or without clients.
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use kquota_host::Shutdown;
 use parking_lot::Mutex;
 use tokio::net::TcpStream;
 
-use crate::shared::Shared;
+use crate::config::HostPort;
 
 /// How often the probe connects while the cluster is unreachable.
 pub(crate) const PROBE_EVERY: Duration = Duration::from_secs(1);
@@ -45,26 +45,29 @@ impl Reach {
     }
 }
 
-/// Probes the bootstrap address until the proxy stops: at once, then every [`PROBE_EVERY`]
-/// while the last word is a failure. A plain TCP connect, closed at once: enough to tell a
-/// broker that listens from one that does not, at no cost to the broker's logs.
-pub(crate) async fn probe(shared: Arc<Shared>) {
+/// Probes `upstream` (the bootstrap address) for `reach` until `shutdown` stops the proxy: at
+/// once, then every [`PROBE_EVERY`] while the last word is a failure. A plain TCP connect, closed
+/// at once: enough to tell a broker that listens from one that does not, at no cost to the
+/// broker's logs.
+pub(crate) async fn probe(
+    reach: &Reach,
+    upstream: &HostPort,
+    connect_timeout: Duration,
+    mut shutdown: Shutdown,
+) {
     let mut first = true;
     loop {
-        if first || shared.reach.is_down() {
+        if first || reach.is_down() {
             first = false;
-            let upstream = &shared.config.upstream;
             let connect = TcpStream::connect((upstream.host.as_str(), upstream.port));
-            match tokio::time::timeout(shared.config.connect_timeout, connect).await {
-                Ok(Ok(_)) => shared.reach.up(),
-                Ok(Err(e)) => shared
-                    .reach
-                    .down(&format!("cannot connect to the broker: {e}")),
-                Err(_) => shared.reach.down("connecting to the broker timed out"),
+            match tokio::time::timeout(connect_timeout, connect).await {
+                Ok(Ok(_)) => reach.up(),
+                Ok(Err(e)) => reach.down(&format!("cannot connect to the broker: {e}")),
+                Err(_) => reach.down("connecting to the broker timed out"),
             }
         }
         tokio::select! {
-            () = shared.stopping() => return,
+            () = shutdown.stopping() => return,
             () = tokio::time::sleep(PROBE_EVERY) => {}
         }
     }

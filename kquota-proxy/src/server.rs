@@ -192,7 +192,7 @@ impl Proxy {
                 tasks: Tasks::default(),
                 listeners: new_listeners,
                 workers,
-                reach: Reach::default(),
+                reach: Arc::new(Reach::default()),
             }),
             stop,
             reload: kquota_host::reload_signal(),
@@ -258,10 +258,22 @@ impl Proxy {
                 budget: shared.budget.clone(),
                 cluster: shared.quotas.cluster_state.clone(),
                 serving: Arc::clone(&serving),
-                shared: Arc::clone(&shared),
+                reach: Arc::clone(&shared.reach),
+                upstream: shared.config.upstream.clone(),
             };
             // Only /readyz reads what the probe learns.
-            tokio::spawn(crate::reach::probe(Arc::clone(&shared)));
+            let probed = Arc::clone(&shared);
+            tokio::spawn(async move {
+                let config = &probed.config;
+                let stop = probed.shutdown.clone();
+                crate::reach::probe(
+                    &probed.reach,
+                    &config.upstream,
+                    config.connect_timeout,
+                    stop,
+                )
+                .await;
+            });
             tokio::spawn(kquota_host::http::serve_metrics(
                 listener,
                 Arc::new(exporter),

@@ -54,7 +54,7 @@ pub(crate) struct Shared {
     /// The network threads the connections are served on.
     pub(crate) workers: Workers,
     /// Whether the cluster can be reached, for `/readyz`.
-    pub(crate) reach: Reach,
+    pub(crate) reach: Arc<Reach>,
 }
 
 /// A listener bound for a broker, with the guard its accept loop will hold.
