@@ -92,6 +92,8 @@ pub(crate) struct SaslNote {
     authenticates: Option<String>,
 }
 
+// What a step says of itself, for the fuzz target's invariants and the tests.
+#[cfg(any(test, feature = "fuzzing"))]
 impl SaslNote {
     /// The request's API (SaslHandshake or SaslAuthenticate).
     pub(crate) fn api_key(&self) -> i16 {

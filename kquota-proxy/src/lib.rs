@@ -60,6 +60,8 @@ mod config;
 mod connection;
 mod enforce;
 mod error;
+// Only the fuzz crate turns it on (and the unit tests, which sample messages with it).
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 mod header;

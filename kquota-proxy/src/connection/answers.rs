@@ -14,7 +14,9 @@ use kquota_host::Reservation;
 
 use super::decide::{Answer, BadAnswer, Forwarded, Pending, Plan, ReadOn};
 use super::fetch_walk::{self, WalkError};
-use super::frames::{write_frame, write_part, BodyError, PassError, WriteError, PASS_CHUNK};
+use super::frames::{
+    write_frame, write_part, BodyError, PassError, WriteError, PASS_CHUNK, PASS_FROM,
+};
 use super::sides::Socket;
 use super::{Conn, Owed, UpstreamReader};
 use crate::config::HostPort;
@@ -121,10 +123,6 @@ pub(super) async fn forward<W>(
         }
     }
 }
-
-/// Answers at most this large are read whole before they are decided (one read and one write
-/// each); larger ones are decided from their head and passed on as they come.
-const PASS_FROM: usize = 32 * 1024;
 
 /// What is read of a larger answer before it is decided: its correlation id, and a Fetch
 /// answer's header and throttle.

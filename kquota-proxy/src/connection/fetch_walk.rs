@@ -228,6 +228,7 @@ where
 /// The Fetch answer `frame` (its bytes after the size prefix, at `version` 16 or later) as
 /// [`pass`] sends it on, read from memory: the bytes the client would get, or why the walk
 /// stopped. For the fuzz targets and the tests.
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) async fn in_memory<A: Advertise>(
     frame: &[u8],
     advertise: &mut A,

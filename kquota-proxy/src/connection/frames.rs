@@ -21,6 +21,11 @@ use tokio::time::Instant;
 /// buffer holds: the chunk it is read into comes from the caller's budget.
 pub(super) const PASS_CHUNK: usize = 64 * 1024;
 
+/// Frames at most this large are read whole before they are decided (one read and one write
+/// each), requests and answers alike; larger ones (a Produce, a Fetch answer) are decided from
+/// their head and passed on as their bytes come.
+pub(super) const PASS_FROM: usize = 32 * 1024;
+
 /// Incoming frames on one side of a connection.
 pub(super) struct FrameReader<R> {
     stream: ReadBuffer<R>,

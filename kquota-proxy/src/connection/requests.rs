@@ -12,7 +12,9 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tracing::{debug, warn};
 
 use super::decide::{Pending, ReadOn};
-use super::frames::{write_frame, BodyError, FrameReader, PassError, WriteError, PASS_CHUNK};
+use super::frames::{
+    write_frame, BodyError, FrameReader, PassError, WriteError, PASS_CHUNK, PASS_FROM,
+};
 use super::sides::Socket;
 use super::{Conn, Ended, Owed, Upstream};
 use crate::header::{self, RequestHead};
@@ -203,10 +205,6 @@ where
         }
     }
 }
-
-/// Requests at most this large are read whole before they are decided; a larger Produce is
-/// decided from its head and its records passed to the broker as they come.
-const PASS_FROM: usize = 32 * 1024;
 
 /// What is read of a larger request first: its header and a Produce's `transactional_id` and
 /// `acks` (a head that holds less is read whole).
