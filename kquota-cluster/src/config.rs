@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::usage::delta::UsageThreshold;
+
 /// The topic the configuration is kept in, by default.
 pub const DEFAULT_CONFIG_TOPIC: &str = "_kquota_config";
 /// The topic instances announce themselves in, by default.
@@ -47,7 +49,7 @@ pub struct ClusterConfig {
     /// its rate by this fraction of its limit (or of its rate, if larger), or, while it
     /// throttles, its limit by this fraction (default 0.02). A throttle state that changed, and
     /// any change of a bucket another instance serves too, are always published.
-    pub usage_threshold: f64,
+    pub usage_threshold: UsageThreshold,
     /// A shared view older than this is not used: `bps` limits fall back to the limit divided
     /// by the live instance count.
     pub usage_max_age: Duration,
@@ -77,7 +79,7 @@ impl ClusterConfig {
             heartbeat_interval: Duration::from_millis(500),
             member_expiry: Duration::from_secs(3),
             usage_interval: Duration::from_millis(250),
-            usage_threshold: crate::usage::delta::DEFAULT_USAGE_THRESHOLD,
+            usage_threshold: UsageThreshold::DEFAULT,
             usage_max_age: Duration::from_secs(2),
             snapshot_records: 10_000,
             open_timeout: Duration::from_secs(30),

@@ -49,7 +49,7 @@ pub use crate::members::Membership;
 // does.
 pub use crate::config::DEFAULT_USAGE_TOPIC;
 pub use crate::usage::cadence::{UsageCadence, UsageDue};
-pub use crate::usage::delta::{UsageDelta, UsagePublisher, DEFAULT_USAGE_THRESHOLD};
+pub use crate::usage::delta::{UsageDelta, UsagePublisher, UsageThreshold};
 pub use crate::usage::record::{
     BucketUsage, UsageRecord, UsageTracker, DEFAULT_MAX_BUCKETS, MAX_RECORD_BYTES,
 };

@@ -24,8 +24,8 @@ use std::time::Duration;
 use kquota::meter::{BpsSplit, BucketOwner, ClientMeter, Clock, ManualClock, Meter, MeterConfig};
 use kquota::{Alteration, Engine, Entity, EntityName, QuotaKey};
 use kquota_cluster::{
-    SharedSplit, SplitParams, UsageCadence, UsageDelta, UsagePublisher, UsageTracker,
-    DEFAULT_USAGE_THRESHOLD, MAX_RECORD_BYTES,
+    SharedSplit, SplitParams, UsageCadence, UsageDelta, UsagePublisher, UsageThreshold,
+    UsageTracker, MAX_RECORD_BYTES,
 };
 
 /// The cluster-wide limit: `producer_byte_rate:bps` = 3 MB/s for user alice.
@@ -139,7 +139,7 @@ impl Sim {
             publisher: UsagePublisher::new(
                 &id,
                 1,
-                DEFAULT_USAGE_THRESHOLD,
+                UsageThreshold::DEFAULT,
                 MAX_RECORD_BYTES,
                 2 * INTERVAL_MS,
             ),

@@ -26,8 +26,8 @@ use std::time::Duration;
 use kquota::meter::{BpsSplit, ClientMeter, Clock, ManualClock, Meter, MeterConfig};
 use kquota::{Alteration, Engine, Entity, EntityName, QuotaKey};
 use kquota_cluster::{
-    SharedSplit, SplitParams, UsageCadence, UsageDelta, UsagePublisher, UsageTracker,
-    DEFAULT_USAGE_THRESHOLD, MAX_RECORD_BYTES,
+    SharedSplit, SplitParams, UsageCadence, UsageDelta, UsagePublisher, UsageThreshold,
+    UsageTracker, MAX_RECORD_BYTES,
 };
 
 const TICK_MS: u64 = 50;
@@ -130,7 +130,7 @@ fn run(instances: usize, buckets: usize, warm_s: u64, measure_s: u64, seed: u64)
                 publisher: UsagePublisher::new(
                     &id,
                     1,
-                    DEFAULT_USAGE_THRESHOLD,
+                    UsageThreshold::DEFAULT,
                     MAX_RECORD_BYTES,
                     2 * INTERVAL_MS,
                 ),

@@ -37,11 +37,35 @@ use super::record::{
 };
 use super::split::Demand;
 
-/// The publisher's default threshold: a bucket served by this instance alone is published when
-/// its rate moved by more than 2 % of its limit (or of its rate, if larger), or its throttle
-/// state changed. Below the split's margin (5 %), so a rate published never falls that far
-/// behind the real one.
-pub const DEFAULT_USAGE_THRESHOLD: f64 = 0.02;
+/// How far a bucket served by one instance alone must move before it is published again: a
+/// fraction of its limit (or of its rate, if larger), from 0 (every change) to 1. Made only from a
+/// fraction in that range, so that a publisher never meets NaN or a negative threshold.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UsageThreshold(f64);
+
+impl UsageThreshold {
+    /// The default, 2 %: a bucket is published again when its rate moved by more than 2 % of its
+    /// limit, or its throttle state changed. Below the split's margin (5 %), so a rate published
+    /// never falls that far behind the real one.
+    pub const DEFAULT: UsageThreshold = UsageThreshold(0.02);
+
+    /// `fraction` as a threshold; `None` unless it is a number from 0 to 1.
+    pub fn new(fraction: f64) -> Option<UsageThreshold> {
+        (fraction.is_finite() && (0.0..=1.0).contains(&fraction))
+            .then_some(UsageThreshold(fraction))
+    }
+
+    /// The fraction.
+    pub fn fraction(self) -> f64 {
+        self.0
+    }
+}
+
+impl Default for UsageThreshold {
+    fn default() -> Self {
+        UsageThreshold::DEFAULT
+    }
+}
 
 /// One usage record of version 2: what changed since the instance's previous one.
 #[derive(Clone, Debug, PartialEq)]
@@ -217,22 +241,18 @@ pub struct UsagePublisher {
 
 impl UsagePublisher {
     /// The publisher of instance `instance_id`, numbering its records from `first_seq`, with
-    /// `threshold` (see [`DEFAULT_USAGE_THRESHOLD`]), records of at most `max_bytes` of JSON, and
+    /// `threshold`, records of at most `max_bytes` of JSON, and
     /// whole statements asked for again answered at most every `cooldown_ms`.
     pub fn new(
         instance_id: &str,
         first_seq: u64,
-        threshold: f64,
+        threshold: UsageThreshold,
         max_bytes: usize,
         cooldown_ms: u64,
     ) -> UsagePublisher {
         UsagePublisher {
             instance: instance_id.to_owned(),
-            threshold: if threshold.is_finite() && threshold > 0.0 {
-                threshold
-            } else {
-                0.0
-            },
+            threshold: threshold.fraction(),
             seq: first_seq,
             max_bytes: max_bytes.max(1_024),
             published: HashMap::new(),
@@ -459,8 +479,28 @@ mod tests {
     }
 
     #[test]
+    fn a_threshold_is_a_fraction_from_0_to_1() {
+        assert_eq!(
+            UsageThreshold::new(0.05).map(UsageThreshold::fraction),
+            Some(0.05)
+        );
+        assert_eq!(
+            UsageThreshold::new(0.0).map(UsageThreshold::fraction),
+            Some(0.0)
+        );
+        assert_eq!(
+            UsageThreshold::new(1.0).map(UsageThreshold::fraction),
+            Some(1.0)
+        );
+        for bad in [-0.01, 1.01, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(UsageThreshold::new(bad), None, "{bad}");
+        }
+        assert_eq!(UsageThreshold::default(), UsageThreshold::DEFAULT);
+    }
+
+    #[test]
     fn only_what_moved_beyond_the_threshold_is_published_again() {
-        let mut p = UsagePublisher::new("a", 100, 0.02, 900_000, 500);
+        let mut p = UsagePublisher::new("a", 100, UsageThreshold::DEFAULT, 900_000, 500);
         let alone = |_: QuotaKey, _: &BucketOwner| false;
         let first = p.publish(
             &record(vec![
@@ -550,7 +590,7 @@ mod tests {
 
     #[test]
     fn a_whole_statement_asked_for_goes_out_once_per_cooldown_and_in_parts() {
-        let mut p = UsagePublisher::new("a", 0, 0.02, 4_000, 500);
+        let mut p = UsagePublisher::new("a", 0, UsageThreshold::DEFAULT, 4_000, 500);
         let alone = |_: QuotaKey, _: &BucketOwner| false;
         let many: Vec<BucketUsage> = (0..200)
             .map(|i| bucket(&format!("u{i}"), 1.0, 1e6, false))

@@ -1111,7 +1111,7 @@ mod tests {
 #[cfg(test)]
 mod delta_tests {
     use super::*;
-    use crate::usage::delta::UsagePublisher;
+    use crate::usage::delta::{UsagePublisher, UsageThreshold};
     use crate::usage::record::BucketUsage;
     use kquota::meter::ManualClock;
 
@@ -1228,7 +1228,7 @@ mod delta_tests {
         let clock = Arc::new(ManualClock::new(1_000));
         let local = split("a", &clock);
         let remote = split("b", &clock);
-        let mut p = UsagePublisher::new("a", 1, 0.02, 2_000, 500);
+        let mut p = UsagePublisher::new("a", 1, UsageThreshold::DEFAULT, 2_000, 500);
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         let mut next = move || {
             x ^= x << 13;
