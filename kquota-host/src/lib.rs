@@ -60,8 +60,8 @@ pub use crate::budget::{Budget, Reservation, DEFAULT_QUEUED_MAX_REQUEST_BYTES};
 pub use crate::frame::{read_frame, Frame, FIRST_CHUNK};
 #[cfg(feature = "server")]
 pub use crate::log::{
-    colour, fatal, init_logging, log_format_in_args, LogFormat, PeerThrottle, UnknownLogFormat,
-    AUDIT_TARGET, INTERVAL, LINES_PER_PEER,
+    colour, fatal, init_logging, log_format_in_args, refused_flags, LogFormat, PeerThrottle,
+    UnknownLogFormat, AUDIT_TARGET, INTERVAL, LINES_PER_PEER,
 };
 #[cfg(feature = "server")]
 pub use crate::open::{open_engine, ConfigSource, EngineSettings, OpenError, Opened};

@@ -457,6 +457,15 @@ pub fn fatal(
     std::process::ExitCode::from(status)
 }
 
+/// Ends a start whose flags clap refused, as [`fatal`] ends the others: under `--log-format
+/// json` one JSON line; otherwise clap's own line (help and version still go to stdout).
+pub fn refused_flags(program: &str, format: LogFormat, e: clap::Error) -> std::process::ExitCode {
+    match (format, crate::exit::refusal(&e)) {
+        (LogFormat::Json, Some(line)) => fatal(program, format, &line, crate::exit::USAGE),
+        _ => crate::exit::clap_failure(e),
+    }
+}
+
 /// The log format a command line asks for (`--log-format json`, `--log-format=json`; the last
 /// wins), for what is written before its settings are read: a refused flag or setting. Text when
 /// it asks for none or for something else.

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use kquota_host::LogFormat;
 use kquota_proxy::{parse_properties, Proxy, ProxyConfig, SETTINGS};
 use tracing::{info, warn};
 
@@ -391,14 +390,7 @@ fn main() -> ExitCode {
     let asked = kquota_host::log_format_in_args(std::env::args_os());
     let args = match Args::try_parse() {
         Ok(args) => args,
-        Err(e) => {
-            return match (asked, kquota_host::exit::refusal(&e)) {
-                (LogFormat::Json, Some(line)) => {
-                    kquota_host::fatal(PROGRAM, asked, &line, kquota_host::exit::USAGE)
-                }
-                _ => kquota_host::exit::clap_failure(e),
-            }
-        }
+        Err(e) => return kquota_host::refused_flags(PROGRAM, asked, e),
     };
     let config = match settings(&args) {
         Ok(c) => c,

@@ -819,19 +819,25 @@ mod tests {
         }
     }
 
+    /// The body of an answer the proxy gives itself, once its size prefix is checked against
+    /// its length and its header against `correlation_id`.
+    fn own_answer_body(own: &Bytes, correlation_id: i32) -> Bytes {
+        let mut body = own.slice(4..);
+        assert_eq!(
+            i32::from_be_bytes(own[..4].try_into().unwrap()) as usize,
+            body.len()
+        );
+        assert_eq!(
+            ResponseHeader::decode(&mut body, 0).unwrap().correlation_id,
+            correlation_id
+        );
+        body
+    }
+
     #[test]
     fn the_own_api_versions_answer_serves_the_admin_apis_and_lists_the_rest() {
         for version in 0..=ApiVersionsResponse::VERSIONS.max {
-            let own = own_api_versions(7, version).unwrap();
-            let mut body = own.slice(4..);
-            assert_eq!(
-                i32::from_be_bytes(own[..4].try_into().unwrap()) as usize,
-                body.len()
-            );
-            assert_eq!(
-                ResponseHeader::decode(&mut body, 0).unwrap().correlation_id,
-                7
-            );
+            let mut body = own_answer_body(&own_api_versions(7, version).unwrap(), 7);
             let r = ApiVersionsResponse::decode(&mut body, version).unwrap();
             assert_eq!(r.error_code, 0, "v{version}");
             let listed = |key: ApiKey| {
@@ -879,16 +885,7 @@ mod tests {
             .unwrap()
             .is_none());
         // The proxy's own answer above v4.
-        let own = unsupported_api_versions(99);
-        let mut body = own.slice(4..);
-        assert_eq!(
-            i32::from_be_bytes(own[..4].try_into().unwrap()) as usize,
-            body.len()
-        );
-        assert_eq!(
-            ResponseHeader::decode(&mut body, 0).unwrap().correlation_id,
-            99
-        );
+        let mut body = own_answer_body(&unsupported_api_versions(99), 99);
         let r = ApiVersionsResponse::decode(&mut body, 0).unwrap();
         assert_eq!(r.error_code, UNSUPPORTED_VERSION);
         assert_eq!(r.api_keys, vec![api(ApiKey::ApiVersions, 0, 4)]);

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kquota_host::LogFormat;
 use kquota_wire::{Credentials, ScramCredential, ScramMechanism};
 use kquotad::{parse_properties, Server, ServerConfig, StartError, KNOWN_PROPERTIES};
 use tracing::{info, warn};
@@ -309,14 +308,7 @@ fn main() -> ExitCode {
     let asked = kquota_host::log_format_in_args(std::env::args_os());
     let args = match Args::try_parse() {
         Ok(args) => args,
-        Err(e) => {
-            return match (asked, kquota_host::exit::refusal(&e)) {
-                (LogFormat::Json, Some(line)) => {
-                    kquota_host::fatal(PROGRAM, asked, &line, kquota_host::exit::USAGE)
-                }
-                _ => kquota_host::exit::clap_failure(e),
-            }
-        }
+        Err(e) => return kquota_host::refused_flags(PROGRAM, asked, e),
     };
     if let Some(Command::ScramCredential {
         user,

@@ -135,30 +135,16 @@ where
             local => (Some(local), false),
         };
         // A tool negotiates before it asks for quotas: with the cluster out of reach, the proxy
-        // answers ApiVersions with the APIs it serves alone, so its own admin APIs stay served.
+        // answers ApiVersions itself, so its own admin APIs stay served.
         if to_broker && head.api_key == ApiKey::ApiVersions as i16 {
-            match upstream.try_connect(conn).await {
+            match api_versions_without_the_cluster(&mut upstream, &head, conn).await {
                 Err(ended) => return ended,
-                Ok(Ok(())) => {}
-                Ok(Err(why)) => {
-                    match rewrite::own_api_versions(head.correlation_id, head.version) {
-                        Ok(bytes) => {
-                            debug!(%peer, "answering ApiVersions itself: {why}");
-                            shared.stats.answered_locally();
-                            pending = Some(Pending::Local {
-                                api_key: head.api_key,
-                                bytes,
-                                throttle_ms: 0,
-                            });
-                            to_broker = false;
-                            answered = None;
-                            negotiated_locally = true;
-                        }
-                        Err(e) => {
-                            warn!(%peer, "closing connection: {why}; and ApiVersions: {e}");
-                            return Ended::Closed;
-                        }
-                    }
+                Ok(None) => {}
+                Ok(Some(own)) => {
+                    pending = Some(own);
+                    to_broker = false;
+                    answered = None;
+                    negotiated_locally = true;
                 }
             }
         }
@@ -202,6 +188,35 @@ where
                 () = shared.stopping() => return Ended::Stopping,
                 _ = answered => {}
             }
+        }
+    }
+}
+
+/// The proxy's own answer to the ApiVersions request `head` if the cluster cannot be reached
+/// (see [`rewrite::own_api_versions`]); `None` once `upstream` is connected, for the request to be
+/// forwarded as any other.
+async fn api_versions_without_the_cluster(
+    upstream: &mut Upstream<'_>,
+    head: &RequestHead,
+    conn: &Conn<'_>,
+) -> Result<Option<Pending>, Ended> {
+    let Err(why) = upstream.try_connect(conn).await? else {
+        return Ok(None);
+    };
+    let peer = conn.peer;
+    match rewrite::own_api_versions(head.correlation_id, head.version) {
+        Ok(bytes) => {
+            debug!(%peer, "answering ApiVersions itself: {why}");
+            conn.shared.stats.answered_locally();
+            Ok(Some(Pending::Local {
+                api_key: head.api_key,
+                bytes,
+                throttle_ms: 0,
+            }))
+        }
+        Err(e) => {
+            warn!(%peer, "closing connection: {why}; and ApiVersions: {e}");
+            Err(Ended::Closed)
         }
     }
 }
