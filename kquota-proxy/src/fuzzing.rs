@@ -19,9 +19,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kquota_wire::Principal;
 
-use crate::enforce::{self, FetchRequest, MutationRequest, PartitionCounts, Refused, Split};
-use crate::identity::{Identity, SaslNote};
-use crate::{header, rewrite, walk};
+use crate::messages::enforce::{
+    self, FetchRequest, MutationRequest, PartitionCounts, Refused, Split,
+};
+use crate::messages::identity::{Identity, SaslNote};
+use crate::messages::{header, rewrite, walk};
 
 /// Kafka's THROTTLING_QUOTA_EXCEEDED.
 const THROTTLED: i16 = enforce::THROTTLING_QUOTA_EXCEEDED;

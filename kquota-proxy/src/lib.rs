@@ -52,29 +52,25 @@
 //! ```
 
 // One concern each: the settings, the start's errors, the listeners and the stop, one
-// connection, what is read of a request's header, what is rewritten of a response, who a
-// connection is (SASL, TLS), the quota state (engine, meter, store), the quota admin APIs, what
-// enforcing reads and writes of Kafka's messages, and the metrics.
+// connection (its sockets, frames and loops), Kafka's messages as the proxy reads and writes them
+// (no I/O), who a connection is by TLS, the quota state (engine, meter, store), the quota admin
+// APIs, and the metrics.
 mod admin;
 mod config;
 mod connection;
-mod enforce;
 mod error;
 // Only the fuzz crate turns it on (and the unit tests, which sample messages with it).
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
-mod header;
-mod identity;
+mod messages;
 mod metrics;
 mod quotas;
 mod reach;
-mod rewrite;
 mod server;
 mod settings;
 mod shared;
 mod tls;
-mod walk;
 mod workers;
 
 // The public interface: what the `kquota-proxy` binary, or a host embedding the proxy, needs.

@@ -14,8 +14,8 @@ use parking_lot::Mutex;
 
 use crate::admin::Admin;
 use crate::config::ProxyConfig;
-use crate::enforce::PartitionCounts;
 use crate::error::ProxyError;
+use crate::messages::enforce::PartitionCounts;
 
 /// Topics whose partition counts the proxy keeps at most: past this, new topics are not learnt
 /// (their deletion counts one partition each).

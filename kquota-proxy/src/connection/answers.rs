@@ -20,7 +20,7 @@ use super::frames::{
 use super::sides::Socket;
 use super::{Conn, Owed, UpstreamReader};
 use crate::config::HostPort;
-use crate::rewrite::Advertise;
+use crate::messages::rewrite::Advertise;
 use crate::shared::Shared;
 
 /// The broker as the answer side sees it.

@@ -17,12 +17,12 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tracing::debug;
 
-use crate::enforce::{self, FetchRequest, MutationRequest, Refused, Split};
-use crate::header::RequestHead;
-use crate::identity::{Identity, SaslNote};
+use crate::messages::enforce::{self, FetchRequest, MutationRequest, Refused, Split};
+use crate::messages::header::RequestHead;
+use crate::messages::identity::{Identity, SaslNote};
+use crate::messages::rewrite::{self, Advertise, RewriteError};
 use crate::metrics::Stats;
 use crate::quotas::Quotas;
-use crate::rewrite::{self, Advertise, RewriteError};
 
 /// An answer the client is owed, in request order.
 pub(super) enum Pending {
@@ -694,7 +694,7 @@ mod tests {
     use kquota::{Alteration, Engine, Entity, EntityName};
 
     use super::*;
-    use crate::header;
+    use crate::messages::header;
 
     /// What a test connection decides with: a meter on a manual clock, windows of 2 × 500 ms.
     struct Fixture {

@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::frames::{BodyError, FrameReader, PassError, WriteError};
 use super::sides::Socket;
-use crate::rewrite::{self, Advertise, RewriteError};
+use crate::messages::rewrite::{self, Advertise, RewriteError};
 
 /// Walked bytes are written to the client once this many are held.
 const FLUSH_AT: usize = 8 * 1024;
@@ -324,7 +324,7 @@ mod tests {
     }
 
     fn decoded(version: i16, frame: &[u8]) -> FetchResponse {
-        crate::walk::response(ApiKey::Fetch, version, frame).expect("walks");
+        crate::messages::walk::response(ApiKey::Fetch, version, frame).expect("walks");
         let mut b = Bytes::copy_from_slice(frame);
         ResponseHeader::decode(&mut b, ApiKey::Fetch.response_header_version(version)).unwrap();
         let r = FetchResponse::decode(&mut b, version).unwrap();

@@ -17,8 +17,8 @@ use super::frames::{
 };
 use super::sides::Socket;
 use super::{Conn, Ended, Owed, Upstream};
-use crate::header::{self, RequestHead};
-use crate::rewrite;
+use crate::messages::header::{self, RequestHead};
+use crate::messages::rewrite;
 
 /// Reads the client's requests and forwards each, as its bytes (a Fetch's `max_bytes` capped to
 /// the consumer's quota window), once its place in the queue of answers is taken; answers the

@@ -584,12 +584,12 @@ mod tests {
     use kafka_protocol::protocol::Encodable;
 
     use super::*;
-    use crate::enforce::{self, MutationRequest, Refused};
     use crate::fuzzing::{
         decoded_request_len, decoded_response_len, sample_request, sample_response, REQUESTS,
         RESPONSES,
     };
-    use crate::rewrite::{self, RewriteError, FETCH_ENDPOINTS_FROM};
+    use crate::messages::enforce::{self, MutationRequest, Refused};
+    use crate::messages::rewrite::{self, RewriteError, FETCH_ENDPOINTS_FROM};
 
     /// The largest counts each encoding carries: 2^31 - 1, and 2^32 - 2 as a compact count.
     const HUGE: [&[u8]; 2] = [&[0x7f, 0xff, 0xff, 0xff], &[0xff, 0xff, 0xff, 0xff, 0x07]];

@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kquota_wire::{ErrorCode, Reader};
 
-use crate::walk;
+use crate::messages::walk;
 
 /// Kafka's THROTTLING_QUOTA_EXCEEDED error code.
 pub(crate) const THROTTLING_QUOTA_EXCEEDED: i16 = ErrorCode::THROTTLING_QUOTA_EXCEEDED.0;

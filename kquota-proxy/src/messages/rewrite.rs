@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 use kquota_wire::SUPPORTED_APIS;
 
-use crate::walk;
+use crate::messages::walk;
 
 /// Produce responses carry `node_endpoints` from this version (KIP-951).
 pub(crate) const PRODUCE_ENDPOINTS_FROM: i16 = 10;
