@@ -41,7 +41,7 @@
 //! | feature | enables | dependency tree |
 //! | --- | --- | --- |
 //! | (default) | the handler, sessions, SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), the authorizer, the credentials file | 51 crates |
-//! | `tls` | the `tls` module: rustls server and client configurations from PEM, for SSL and SASL_SSL listeners | 56 (+5: rustls, rustls-pki-types, rustls-webpki, subtle, zeroize) |
+//! | `tls` | the `tls` module: rustls server and client configurations from PEM, for SSL and SASL_SSL listeners; `PrincipalMapper`, Kafka's `ssl.principal.mapping.rules` | 60 (+5: rustls, rustls-pki-types, rustls-webpki, subtle, zeroize; +4: regex, regex-automata, regex-syntax, aho-corasick) |
 //! | `properties` | the `properties` module: Java properties files, read as `java.util.Properties.load` reads them | 61 (+10: java-properties, encoding_rs, regex and its parts, ...) |
 //! | `tls` and `properties` | both | 66 |
 //!
@@ -141,6 +141,10 @@ pub use crate::security::scram::{
 
 // Principals from client certificates, for a broker's own PrincipalBuilder.
 pub use crate::security::dn::{subject_dn, DnError};
+// Kafka's ssl.principal.mapping.rules, which turn that subject into the principal's name (the
+// `tls` feature, which brings the `regex` crate for the rules' patterns).
+#[cfg(feature = "tls")]
+pub use crate::security::mapping::{MappingRuleError, PrincipalMapper, UnmappedName};
 
 /// TLS configurations from PEM files, for listeners and for clients (the `tls` feature).
 #[cfg(feature = "tls")]

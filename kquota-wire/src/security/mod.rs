@@ -7,13 +7,16 @@
 //! listeners accept only ApiVersions, SaslHandshake and SaslAuthenticate until the client has
 //! authenticated (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), and then give `User:<name>`. A
 //! [`PrincipalBuilder`] turns what was authenticated into the principal;
-//! [`DefaultPrincipalBuilder`] is Kafka's.
+//! [`DefaultPrincipalBuilder`] is Kafka's, and (with the `tls` feature) a `PrincipalMapper` is
+//! Kafka's with `ssl.principal.mapping.rules`.
 //!
 //! The [`Authorizer`] lets only `super.users` alter quotas, and (unless configured otherwise) only
 //! authenticated principals describe them.
 
 pub(crate) mod credentials;
 pub(crate) mod dn;
+#[cfg(feature = "tls")]
+pub(crate) mod mapping;
 pub(crate) mod scram;
 #[cfg(feature = "tls")]
 pub(crate) mod tls;
