@@ -3,8 +3,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::usage::delta::UsageThreshold;
-
 /// The topic the configuration is kept in, by default.
 pub const DEFAULT_CONFIG_TOPIC: &str = "_kquota_config";
 /// The topic instances announce themselves in, by default.
@@ -84,5 +82,60 @@ impl ClusterConfig {
             snapshot_records: 10_000,
             open_timeout: Duration::from_secs(30),
         }
+    }
+}
+
+/// How far a bucket served by one instance alone must move before it is published again: a
+/// fraction of its limit (or of its rate, if larger), from 0 (every change) to 1. Made only from a
+/// fraction in that range, so that a publisher never meets NaN or a negative threshold.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UsageThreshold(f64);
+
+impl UsageThreshold {
+    /// The default, 2 %: a bucket is published again when its rate moved by more than 2 % of its
+    /// limit, or its throttle state changed. Below the split's margin (5 %), so a rate published
+    /// never falls that far behind the real one.
+    pub const DEFAULT: UsageThreshold = UsageThreshold(0.02);
+
+    /// `fraction` as a threshold; `None` unless it is a number from 0 to 1.
+    pub fn new(fraction: f64) -> Option<UsageThreshold> {
+        (fraction.is_finite() && (0.0..=1.0).contains(&fraction))
+            .then_some(UsageThreshold(fraction))
+    }
+
+    /// The fraction.
+    pub fn fraction(self) -> f64 {
+        self.0
+    }
+}
+
+impl Default for UsageThreshold {
+    fn default() -> Self {
+        UsageThreshold::DEFAULT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_threshold_is_a_fraction_from_0_to_1() {
+        assert_eq!(
+            UsageThreshold::new(0.05).map(UsageThreshold::fraction),
+            Some(0.05)
+        );
+        assert_eq!(
+            UsageThreshold::new(0.0).map(UsageThreshold::fraction),
+            Some(0.0)
+        );
+        assert_eq!(
+            UsageThreshold::new(1.0).map(UsageThreshold::fraction),
+            Some(1.0)
+        );
+        for bad in [-0.01, 1.01, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(UsageThreshold::new(bad), None, "{bad}");
+        }
+        assert_eq!(UsageThreshold::default(), UsageThreshold::DEFAULT);
     }
 }

@@ -227,6 +227,9 @@ impl fmt::Display for TopicProblem {
     }
 }
 
+/// The versions of the configuration log's records this crate reads, as an error names them.
+const READS: &str = "versions 1 (batches) and 2 (claims and snapshots)";
+
 /// Why a record of the configuration log cannot be applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -259,11 +262,9 @@ impl fmt::Display for RecordProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RecordProblem::Malformed(why) => f.write_str(why),
-            RecordProblem::Version(v) => write!(
-                f,
-                "record version {v} (this instance reads {} only)",
-                crate::log::record::READS
-            ),
+            RecordProblem::Version(v) => {
+                write!(f, "record version {v} (this instance reads {READS} only)")
+            }
             RecordProblem::Tombstone { key } => write!(
                 f,
                 "a tombstone (no value) for key {key:?} that no snapshot before it covers: \
@@ -281,6 +282,34 @@ impl fmt::Display for RecordProblem {
                 "the consumer cannot go on: {e} (the topic may have been deleted or truncated)"
             ),
         }
+    }
+}
+
+/// Why a usage record cannot be read ([`UsageRecord::decode`](crate::UsageRecord::decode),
+/// [`UsageDelta::decode`](crate::UsageDelta::decode)): the record is skipped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UsageProblem {
+    /// Its value does not decode (serde's description of why).
+    Malformed(String),
+    /// A record version this instance does not read.
+    Version(u32),
+}
+
+impl fmt::Display for UsageProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UsageProblem::Malformed(why) => f.write_str(why),
+            UsageProblem::Version(v) => write!(f, "version {v} is not understood"),
+        }
+    }
+}
+
+impl std::error::Error for UsageProblem {}
+
+impl From<serde_json::Error> for UsageProblem {
+    fn from(e: serde_json::Error) -> UsageProblem {
+        UsageProblem::Malformed(e.to_string())
     }
 }
 

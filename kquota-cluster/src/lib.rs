@@ -17,8 +17,9 @@
 //! thread is ready, so a host awaits them on its runtime without blocking a worker.
 //!
 //! The folders name the parts: `log/` (the configuration log and its records), `members.rs`,
-//! `usage/` (the usage record, the split, the cadence, the thread that moves records), and
-//! `kafka.rs`, the one place that knows the topics and the clients' settings.
+//! `usage/` (the usage record, the split, the cadence, the thread that moves records),
+//! `kafka/`, the one place that knows the topics and the clients' settings and calls librdkafka,
+//! and `worker.rs`, the threads they run on.
 //!
 //! The engine crate does not depend on this one: a host that runs a single instance pays nothing
 //! for it.
@@ -30,6 +31,7 @@ mod log;
 mod members;
 mod time;
 mod usage;
+mod worker;
 
 // The public interface: what a host needs to join its instances through Kafka.
 //
@@ -37,6 +39,7 @@ mod usage;
 pub use crate::config::ClusterConfig;
 pub use crate::error::{
     ClusterError, ConfigProblem, KafkaClient, LogFailure, Operation, RecordProblem, TopicProblem,
+    UsageProblem,
 };
 // The configuration as a replicated log, and the topic it is kept in by default.
 pub use crate::config::DEFAULT_CONFIG_TOPIC;
@@ -47,11 +50,13 @@ pub use crate::members::Membership;
 // Usage sharing, and the split of cluster-wide `bps` limits it feeds: the record, the split and
 // the cadence are pure (no I/O), so that a simulation drives them exactly as the usage thread
 // does.
+pub use crate::config::UsageThreshold;
 pub use crate::config::DEFAULT_USAGE_TOPIC;
 pub use crate::usage::cadence::{UsageCadence, UsageDue};
-pub use crate::usage::delta::{UsageDelta, UsagePublisher, UsageThreshold};
+pub use crate::usage::delta::{UsageDelta, UsagePublisher};
+pub use crate::usage::demand::Demand;
 pub use crate::usage::record::{
     BucketUsage, UsageRecord, UsageTracker, DEFAULT_MAX_BUCKETS, MAX_RECORD_BYTES,
 };
-pub use crate::usage::split::{split_limit, Demand, SharedSplit, SplitParams};
+pub use crate::usage::split::{split_limit, SharedSplit, SplitParams};
 pub use crate::usage::UsageShare;

@@ -42,24 +42,18 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kquota::Engine;
 use parking_lot::RwLock;
-use rdkafka::consumer::BaseConsumer;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::{Message, Offset};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::config::ClusterConfig;
 use crate::error::{ClusterError, KafkaClient};
-use crate::kafka::{
-    assign, assigned_consumer, ensure_topic, fresh_producer_config, partitions, TopicSpec,
-    TracingContext,
-};
-use crate::time::{millis, wall_micros};
+use crate::kafka::{ensure_topic, Consumer, Polled, Producer, StartAt, TopicSpec};
+use crate::time::wall_micros;
+use crate::worker::{Stop, Worker};
 
 /// The longest a thread waits in one poll: how late it notices a stop or a due heartbeat.
 pub(crate) const POLL: Duration = Duration::from_millis(50);
@@ -106,8 +100,8 @@ impl Members {
 #[derive(Debug)]
 pub struct Membership {
     members: Arc<Members>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    /// The members thread, stopped (its tombstone written) when this goes.
+    thread: Worker,
 }
 
 impl Membership {
@@ -129,33 +123,22 @@ impl Membership {
             generation: AtomicU64::new(0),
             connected: AtomicBool::new(false),
         });
-        let stop = Arc::new(AtomicBool::new(false));
         let (warm_tx, warm_rx) = oneshot::channel();
         let thread = {
             let config = config.clone();
             let members = Arc::clone(&members);
-            let stop = Arc::clone(&stop);
-            std::thread::Builder::new()
-                .name(format!("kquota-members-{}", config.instance_id))
-                .spawn(move || match Worker::new(&config, engine, members, stop) {
-                    Ok(mut worker) => {
-                        worker.warm = Some(warm_tx);
-                        worker.run();
-                    }
+            Worker::spawn(
+                format!("kquota-members-{}", config.instance_id),
+                "members",
+                move |stop| match MembersThread::new(&config, engine, members) {
+                    Ok(thread) => thread.run(&stop, warm_tx),
                     Err(e) => {
                         let _ = warm_tx.send(Err(e));
                     }
-                })
-                .map_err(|source| ClusterError::Thread {
-                    thread: "members",
-                    source,
-                })?
+                },
+            )?
         };
-        let membership = Membership {
-            members,
-            stop,
-            thread: Some(thread),
-        };
+        let membership = Membership { members, thread };
         // Dropping `membership` on an error stops the thread.
         match warm_rx.await {
             Ok(Ok(())) => Ok(membership),
@@ -199,25 +182,12 @@ impl Membership {
     /// Leaves: stops heartbeating and writes a tombstone (waiting up to two seconds for it to
     /// be acknowledged), so that the others drop this instance at once.
     pub fn stop(mut self) {
-        self.halt();
+        self.thread.stop();
     }
 
     /// The shared view, for the usage sharing that divides among the same instances.
     pub(crate) fn members(&self) -> Arc<Members> {
         Arc::clone(&self.members)
-    }
-
-    fn halt(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for Membership {
-    fn drop(&mut self) {
-        self.halt();
     }
 }
 
@@ -230,7 +200,7 @@ struct Heard {
 }
 
 /// The members thread: heartbeats out, everyone's heartbeats in.
-struct Worker {
+struct MembersThread {
     topic: String,
     heartbeat: Duration,
     expiry: Duration,
@@ -240,44 +210,26 @@ struct Worker {
     seq: u64,
     members: Arc<Members>,
     engine: Arc<Engine>,
-    producer: BaseProducer<TracingContext>,
-    consumer: BaseConsumer<TracingContext>,
+    producer: Producer,
+    consumer: Consumer,
     /// How long the start-up read may take.
     open_timeout: Duration,
-    stop: Arc<AtomicBool>,
-    /// Taken when the start-up read is done.
-    warm: Option<oneshot::Sender<Result<(), ClusterError>>>,
 }
 
-impl Worker {
+impl MembersThread {
     /// Checks or creates the topic and makes the clients, assigned from the topic's start.
     fn new(
         config: &ClusterConfig,
         engine: Arc<Engine>,
         members: Arc<Members>,
-        stop: Arc<AtomicBool>,
-    ) -> Result<Worker, ClusterError> {
+    ) -> Result<MembersThread, ClusterError> {
         let topic = config.members_topic.clone();
         ensure_topic(config, &TopicSpec::members(&topic), config.open_timeout)?;
-        let expiry_ms = millis(config.member_expiry).max(1).to_string();
-        let producer: BaseProducer<TracingContext> = fresh_producer_config(config)
-            // A heartbeat older than the expiry says nothing any more.
-            .set("message.timeout.ms", &expiry_ms)
-            .create_with_context(TracingContext::default())
-            .map_err(|source| ClusterError::Client {
-                client: KafkaClient::MembersProducer,
-                source,
-            })?;
-        let consumer = assigned_consumer(config, "members", KafkaClient::MembersConsumer)?;
-        let partitions = partitions(&consumer, &topic, config.open_timeout)?;
-        let ends = assign(
-            &consumer,
-            &topic,
-            &partitions,
-            Offset::Beginning,
-            config.open_timeout,
-        )?;
-        Ok(Worker {
+        let producer = Producer::heartbeats(config)?;
+        let consumer = Consumer::assigned(config, "members", KafkaClient::MembersConsumer)?;
+        let partitions = consumer.partitions(&topic, config.open_timeout)?;
+        let ends = consumer.assign(&topic, &partitions, StartAt::Beginning, config.open_timeout)?;
+        Ok(MembersThread {
             topic,
             heartbeat: config.heartbeat_interval.max(Duration::from_millis(1)),
             expiry: config.member_expiry,
@@ -293,17 +245,18 @@ impl Worker {
             producer,
             consumer,
             open_timeout: config.open_timeout,
-            stop,
-            warm: None,
         })
     }
 
-    fn run(&mut self) {
+    /// Heartbeats and reads until `stop`; `warm` is told once the start-up read is done (or
+    /// out of time), with the first live set out. Writes a tombstone on the way out.
+    fn run(mut self, stop: &Stop, warm: oneshot::Sender<Result<(), ClusterError>>) {
+        let mut warm = Some(warm);
         let started = Instant::now();
         let mut next_heartbeat = started;
         let mut published: Option<Vec<String>> = None;
         let mut connected = false;
-        while !self.stop.load(Ordering::Relaxed) {
+        while !stop.requested() {
             let now = Instant::now();
             if now >= next_heartbeat {
                 self.send_heartbeat(now);
@@ -316,20 +269,23 @@ impl Worker {
             let mut message = self.consumer.poll(wait);
             // Everything already fetched is taken at once, the live set worked out once after.
             let mut taken = 0;
-            while let Some(result) = message {
-                match result {
-                    Ok(m) => {
-                        // Taken out of the consumer's buffer, which the message borrows.
+            while let Some(polled) = message {
+                match polled {
+                    Polled::Record(m) => {
+                        // Taken out of the consumer's buffer, which the record borrows.
                         let heard = Heard {
                             partition: m.partition(),
                             offset: m.offset(),
                             key: m.key().map(<[u8]>::to_vec),
-                            value: m.payload().map(<[u8]>::to_vec),
+                            value: m.value().map(<[u8]>::to_vec),
                         };
                         drop(m);
                         self.handle(heard);
                     }
-                    Err(e) => tracing::debug!("members: consuming {}: {e}", self.topic),
+                    Polled::End => {}
+                    Polled::Passing(e) | Polled::Fatal(e) => {
+                        tracing::debug!("members: consuming {}: {e}", self.topic)
+                    }
                 }
                 taken += 1;
                 message = if taken < 10_000 {
@@ -356,10 +312,10 @@ impl Worker {
             }
             // Warm once one of its own heartbeats is back (appended after everything the topic
             // held at start-up, so all of that has been read too), or out of time.
-            let warm = self.warm.is_none()
+            let is_warm = warm.is_none()
                 || self.table.last_echo.is_some()
                 || now >= started + self.open_timeout;
-            if self.warm.is_some() && warm && self.table.last_echo.is_none() {
+            if warm.is_some() && is_warm && self.table.last_echo.is_none() {
                 tracing::warn!(
                     "members: no heartbeat of its own back from {} within {:?}; starting from \
                      what was read ({} partitions not read to their end)",
@@ -368,7 +324,7 @@ impl Worker {
                     self.ends.len()
                 );
             }
-            if warm {
+            if is_warm {
                 let live = self.table.live();
                 if published.as_ref() != Some(&live) {
                     let count = u32::try_from(live.len()).unwrap_or(u32::MAX);
@@ -378,7 +334,7 @@ impl Worker {
                     published = Some(live);
                 }
                 // After the first live set is out, so that start returns with it.
-                if let Some(tx) = self.warm.take() {
+                if let Some(tx) = warm.take() {
                     if tx.send(Ok(())).is_err() {
                         // Whoever was joining gave up: nobody will stop this thread.
                         return;
@@ -388,8 +344,7 @@ impl Worker {
         }
         // A tombstone, so that the others drop this instance without waiting for the expiry.
         let me = self.members.me.clone();
-        let record = BaseRecord::<str, [u8]>::to(&self.topic).key(me.as_str());
-        if let Err((e, _)) = self.producer.send(record) {
+        if let Err(e) = self.producer.send(&self.topic, None, &me, None) {
             tracing::warn!("members: cannot write the tombstone of {me}: {e}");
         }
         if let Err(e) = self.producer.flush(Duration::from_secs(2)) {
@@ -405,13 +360,13 @@ impl Worker {
             seq: self.seq,
         })
         .expect("a heartbeat always encodes");
-        let record = BaseRecord::to(&self.topic)
-            .key(self.members.me.as_str())
-            .payload(&value);
-        match self.producer.send(record) {
+        match self
+            .producer
+            .send(&self.topic, None, &self.members.me, Some(&value))
+        {
             Ok(()) => self.table.sent(self.seq, now),
             // Queue full (Kafka away for long): this one is skipped, the next one tries again.
-            Err((e, _)) => tracing::debug!("members: heartbeat not queued: {e}"),
+            Err(e) => tracing::debug!("members: heartbeat not queued: {e}"),
         }
     }
 

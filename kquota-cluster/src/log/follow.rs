@@ -4,23 +4,23 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
-use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{Offset, TopicPartitionList};
+use tokio::sync::oneshot;
 use tracing::{error, info, warn};
 
 use super::record::Claim;
 use super::replica::{Replica, Step};
+use super::state::{Follow, Pending, Shared};
 use super::writer::{Job, Writer};
-use super::{Pending, Shared};
 use crate::config::ClusterConfig;
-use crate::error::{ClusterError, KafkaClient, LogFailure, Operation, RecordProblem, TopicProblem};
-use crate::kafka::{client, ensure_topic, kafka_or_timeout, remaining, TopicSpec, TracingContext};
+use crate::error::{ClusterError, LogFailure, Operation, RecordProblem, TopicProblem};
+use crate::kafka::{
+    ensure_topic, kafka_or_timeout, remaining, Consumer, Polled, StartAt, TopicSpec,
+};
 use crate::time::wall_micros;
+use crate::worker::Stop;
 
 /// How long the follower waits for a record before it looks at its stop flag again.
 const POLL: Duration = Duration::from_millis(100);
@@ -37,11 +37,11 @@ const CLAIM_SPREAD_MS: u64 = 2_000;
 /// When each distinct consumer error was last logged: Kafka going away shows as several errors
 /// in turn (all brokers down, transport failure), and each is logged once per [`REPEAT_LOG`].
 #[derive(Debug, Default)]
-pub(super) struct Repeats(HashMap<String, Instant>);
+struct Repeats(HashMap<String, Instant>);
 
 impl Repeats {
     /// Whether `text` is to be logged at `now` (and, if so, notes it).
-    pub(super) fn first(&mut self, text: &str, now: Instant) -> bool {
+    fn first(&mut self, text: &str, now: Instant) -> bool {
         if self
             .0
             .get(text)
@@ -84,14 +84,46 @@ const END_EVERY: Duration = Duration::from_secs(10);
 /// How long that question may hold the follower up.
 const END_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// What opening the log waits on: the end of the catch-up, or why it failed.
+type Ready = oneshot::Sender<Result<(), ClusterError>>;
+
+/// Where the follower stands: the phases it goes through, each with what only it needs.
+enum Phase {
+    /// Replaying the log up to where it ended when the instance started; opening waits on
+    /// `ready`, and is told of a timeout once no record has come for the open timeout since
+    /// `last_record` (or since the start).
+    CatchingUp { ready: Ready, last_record: Instant },
+    /// Caught up, following the log as it grows; no snapshot due.
+    Following,
+    /// Following, with a snapshot due since `since`: this instance claims it once its own delay
+    /// has passed (another instance's claim read first makes it not due).
+    ClaimDue { since: Instant },
+}
+
+/// The follower thread's state.
+struct Follower<'a> {
+    config: &'a ClusterConfig,
+    shared: &'a Shared,
+    consumer: Consumer,
+    writer: Writer,
+    replica: Replica,
+    phase: Phase,
+    /// Whether the consumer's last word was the partition's end (no record since): beside the
+    /// phase, not one of them, since the follower reaches the end and leaves it in every phase.
+    at_end: bool,
+    /// Where the log ended when the instance started.
+    end: i64,
+    started: Instant,
+    /// When Kafka was last asked where the log ends.
+    asked_end: Instant,
+    repeats: Repeats,
+    /// This instance's wait before it claims a due snapshot.
+    claim_delay: Duration,
+}
+
 /// The follower thread: checks the topic, replays the log, says so through `ready`, then follows
 /// until stopped or until a record cannot be applied.
-pub(super) fn follow(
-    config: &ClusterConfig,
-    shared: &Shared,
-    ready: tokio::sync::oneshot::Sender<Result<(), ClusterError>>,
-) {
-    let topic = config.config_topic.as_str();
+pub(super) fn follow(config: &ClusterConfig, shared: &Shared, ready: Ready, stop: &Stop) {
     let (consumer, end) = match start(config) {
         Ok(c) => c,
         Err(e) => {
@@ -106,192 +138,232 @@ pub(super) fn follow(
             return;
         }
     };
-    let mut replica = Replica::new(std::sync::Arc::clone(&shared.engine), &shared.instance_id);
-    let mut ready = Some(ready);
-    let mut eof = false;
-    let mut last_progress = Instant::now();
-    let mut repeats = Repeats::default();
-    let delay = claim_delay(&shared.instance_id);
-    let mut due_since: Option<Instant> = None;
-    let started = Instant::now();
     shared.state.lock().end_offset = end;
-    let mut asked_end = Instant::now();
-    loop {
-        if shared.stop.load(Ordering::Relaxed) {
-            return;
-        }
-        let now = Instant::now();
-        if let Some(tx) = ready.take() {
-            let caught_up = eof || replica.next_offset() >= end;
-            if caught_up && replica.trusted() {
-                replica.set_caught_up();
-                info!(
-                    topic,
-                    offset = replica.next_offset(),
-                    records = replica.records_read(),
-                    snapshot = ?replica.covered(),
-                    ms = started.elapsed().as_millis() as u64,
-                    "read the configuration log to where it ended"
-                );
-                if tx.send(Ok(())).is_err() {
-                    // Whoever was opening gave up.
-                    return;
-                }
-            } else if last_progress.elapsed() >= config.open_timeout {
-                let _ = tx.send(Err(ClusterError::Timeout {
-                    operation: Operation::CatchUp {
-                        topic: topic.to_owned(),
-                        offset: replica.next_offset(),
-                        end,
-                    },
-                    after: config.open_timeout,
-                }));
-                return;
-            } else if tx.is_closed() {
-                return;
-            } else {
-                ready = Some(tx);
-            }
-        } else {
-            if replica.claim_due(now, config.snapshot_records) {
-                let since = *due_since.get_or_insert(now);
-                if now.saturating_duration_since(since) >= delay {
-                    due_since = None;
-                    let seq = wall_micros();
-                    replica.issued(seq, now);
-                    writer.send(Job::Claim(Claim {
-                        origin: shared.instance_id.clone(),
-                        seq,
-                    }));
-                }
-            } else {
-                due_since = None;
-            }
-        }
-        let wait = match due_since {
-            Some(since) => (since + delay).saturating_duration_since(now).min(POLL),
-            None => POLL,
-        };
-        let Some(polled) = consumer.poll(wait) else {
-            continue;
-        };
-        let outcome = match polled {
-            Ok(message) => {
-                last_progress = Instant::now();
-                eof = false;
-                let offset = message.offset();
-                match replica.apply(offset, message.key(), message.payload(), last_progress) {
-                    Ok(step) => {
-                        drop(message);
-                        handle(shared, topic, &consumer, &writer, offset, step, &replica)
-                            .map_err(|p| (offset, p))
-                    }
-                    Err(problem) => Err((offset, problem)),
-                }
-            }
-            Err(KafkaError::PartitionEOF(_)) => {
-                eof = true;
-                if replica.at_end() {
-                    promote(shared);
-                }
-                Ok(())
-            }
-            Err(e) => consumer_error(e, &mut repeats).map_err(|p| (replica.next_offset(), p)),
-        };
-        // The log's end, for the lag `ConfigLog::progress` reports: where the partition ended
-        // when the follower reached it, else asked of Kafka at most every END_EVERY while behind.
-        if eof {
-            let mut state = shared.state.lock();
-            state.end_offset = state.next_offset;
-        } else if asked_end.elapsed() >= END_EVERY {
-            asked_end = Instant::now();
-            if let Ok((_, high)) = consumer.fetch_watermarks(topic, 0, END_TIMEOUT) {
-                shared.state.lock().end_offset = high;
-            }
-        }
-        if let Err((offset, problem)) = outcome {
-            fail(shared, topic, offset, problem.clone());
-            if let Some(tx) = ready.take() {
-                let _ = tx.send(Err(ClusterError::Record { offset, problem }));
-            }
-            return;
-        }
+    let now = Instant::now();
+    Follower {
+        config,
+        shared,
+        consumer,
+        writer,
+        replica: Replica::new(Arc::clone(&shared.engine), &shared.instance_id),
+        phase: Phase::CatchingUp {
+            ready,
+            last_record: now,
+        },
+        at_end: false,
+        end,
+        started: now,
+        asked_end: now,
+        repeats: Repeats::default(),
+        claim_delay: claim_delay(&shared.instance_id),
     }
+    .run(stop);
 }
 
-/// What the follower does after the replica has read the record at `offset`.
-fn handle(
-    shared: &Shared,
-    topic: &str,
-    consumer: &BaseConsumer<TracingContext>,
-    writer: &Writer,
-    offset: i64,
-    step: Step,
-    replica: &Replica,
-) -> Result<(), RecordProblem> {
-    let mut state = shared.state.lock();
-    state.next_offset = replica.next_offset();
-    state.max_own_seq = replica.max_own_seq();
-    state.records_read = replica.records_read();
-    state.snapshot = replica.covered();
-    match step {
-        Step::Nothing => {}
-        Step::Batch {
-            origin,
-            seq,
-            results,
-            provisional,
-        } => {
-            if origin == shared.instance_id {
-                settle(shared, &mut state, topic, offset, seq, results, provisional);
-            }
-        }
-        Step::Restored(again) => {
-            // The batches applied provisionally were applied again onto the snapshot.
-            void_provisional(&mut state);
-            for b in again {
-                if b.origin == shared.instance_id {
-                    settle(
-                        shared,
-                        &mut state,
-                        topic,
-                        offset,
-                        b.seq,
-                        b.results,
-                        b.provisional,
-                    );
+impl Follower<'_> {
+    fn run(mut self, stop: &Stop) {
+        let topic = self.config.config_topic.as_str();
+        while !stop.requested() {
+            let now = Instant::now();
+            let Some(phase) = self.next_phase(now) else {
+                return;
+            };
+            self.phase = phase;
+            let wait = match self.phase {
+                Phase::ClaimDue { since } => (since + self.claim_delay)
+                    .saturating_duration_since(now)
+                    .min(POLL),
+                _ => POLL,
+            };
+            let Some(polled) = self.consumer.poll(wait) else {
+                continue;
+            };
+            let outcome = match polled {
+                Polled::Record(record) => {
+                    let read = Instant::now();
+                    if let Phase::CatchingUp { last_record, .. } = &mut self.phase {
+                        *last_record = read;
+                    }
+                    self.at_end = false;
+                    let offset = record.offset();
+                    match self
+                        .replica
+                        .apply(offset, record.key(), record.value(), read)
+                    {
+                        Ok(step) => {
+                            drop(record);
+                            self.handle(topic, offset, step).map_err(|p| (offset, p))
+                        }
+                        Err(problem) => Err((offset, problem)),
+                    }
+                }
+                Polled::End => {
+                    self.at_end = true;
+                    if self.replica.at_end() {
+                        promote(self.shared);
+                    }
+                    Ok(())
+                }
+                Polled::Passing(e) => {
+                    consumer_error(&e.to_string(), &mut self.repeats);
+                    Ok(())
+                }
+                Polled::Fatal(e) => Err((
+                    self.replica.next_offset(),
+                    RecordProblem::Consumer(e.to_string()),
+                )),
+            };
+            // The log's end, for the lag `ConfigLog::progress` reports: where the partition
+            // ended when the follower reached it, else asked of Kafka at most every END_EVERY
+            // while behind.
+            if self.at_end {
+                let mut state = self.shared.state.lock();
+                state.end_offset = state.next_offset;
+            } else if self.asked_end.elapsed() >= END_EVERY {
+                self.asked_end = Instant::now();
+                if let Ok((_, high)) = self.consumer.watermarks(topic, 0, END_TIMEOUT) {
+                    self.shared.state.lock().end_offset = high;
                 }
             }
-        }
-        Step::SeekTo(from) => {
-            // The batches applied provisionally are read again.
-            void_provisional(&mut state);
-            drop(state);
-            let mut assignment = TopicPartitionList::new();
-            assignment
-                .add_partition_offset(topic, 0, Offset::Offset(from))
-                .and_then(|()| consumer.assign(&assignment))
-                .map_err(|e| RecordProblem::Consumer(format!("reading again from {from}: {e}")))?;
-            return Ok(());
-        }
-        Step::Write(job) => {
-            info!(
-                topic,
-                claim = job.claim,
-                entities = job.entities,
-                chunks = job.records.len(),
-                tombstones = job.tombstones.len(),
-                "this instance's claim won: writing the snapshot"
-            );
-            writer.send(Job::Write(job));
+            if let Err((offset, problem)) = outcome {
+                fail(self.shared, topic, offset, problem.clone());
+                if let Phase::CatchingUp { ready, .. } = self.phase {
+                    let _ = ready.send(Err(ClusterError::Record { offset, problem }));
+                }
+                return;
+            }
         }
     }
-    shared.changed.notify_all();
-    Ok(())
+
+    /// The phase the follower is in at `now`, before it polls again (a claim that fell due
+    /// handed to the writer on the way); `None` when it is to end (opening gave up, or timed
+    /// out).
+    fn next_phase(&mut self, now: Instant) -> Option<Phase> {
+        let phase = std::mem::replace(&mut self.phase, Phase::Following);
+        match phase {
+            Phase::CatchingUp { ready, last_record } => {
+                let caught_up = self.at_end || self.replica.next_offset() >= self.end;
+                if caught_up && self.replica.trusted() {
+                    self.replica.set_caught_up();
+                    info!(
+                        topic = %self.config.config_topic,
+                        offset = self.replica.next_offset(),
+                        records = self.replica.records_read(),
+                        snapshot = ?self.replica.covered(),
+                        ms = self.started.elapsed().as_millis() as u64,
+                        "read the configuration log to where it ended"
+                    );
+                    if ready.send(Ok(())).is_err() {
+                        // Whoever was opening gave up.
+                        return None;
+                    }
+                    Some(Phase::Following)
+                } else if last_record.elapsed() >= self.config.open_timeout {
+                    let _ = ready.send(Err(ClusterError::Timeout {
+                        operation: Operation::CatchUp {
+                            topic: self.config.config_topic.clone(),
+                            offset: self.replica.next_offset(),
+                            end: self.end,
+                        },
+                        after: self.config.open_timeout,
+                    }));
+                    None
+                } else if ready.is_closed() {
+                    None
+                } else {
+                    Some(Phase::CatchingUp { ready, last_record })
+                }
+            }
+            Phase::Following => Some(self.claim(now, now)),
+            Phase::ClaimDue { since } => Some(self.claim(now, since)),
+        }
+    }
+
+    /// Following at `now`, with a snapshot due since `since` if one is due: claims it once this
+    /// instance's delay has passed.
+    fn claim(&mut self, now: Instant, since: Instant) -> Phase {
+        if !self.replica.claim_due(now, self.config.snapshot_records) {
+            return Phase::Following;
+        }
+        if now.saturating_duration_since(since) < self.claim_delay {
+            return Phase::ClaimDue { since };
+        }
+        let seq = wall_micros();
+        self.replica.issued(seq, now);
+        self.writer.send(Job::Claim(Claim {
+            origin: self.shared.instance_id.clone(),
+            seq,
+        }));
+        Phase::Following
+    }
+
+    /// What the follower does after the replica has read the record at `offset`.
+    fn handle(&self, topic: &str, offset: i64, step: Step) -> Result<(), RecordProblem> {
+        let (shared, replica) = (self.shared, &self.replica);
+        let mut state = shared.state.lock();
+        state.next_offset = replica.next_offset();
+        state.max_own_seq = replica.max_own_seq();
+        state.records_read = replica.records_read();
+        state.snapshot = replica.covered();
+        match step {
+            Step::Nothing => {}
+            Step::Batch {
+                origin,
+                seq,
+                results,
+                provisional,
+            } => {
+                if origin == shared.instance_id {
+                    settle(shared, &mut state, topic, offset, seq, results, provisional);
+                }
+            }
+            Step::Restored(again) => {
+                // The batches applied provisionally were applied again onto the snapshot.
+                void_provisional(&mut state);
+                for b in again {
+                    if b.origin == shared.instance_id {
+                        settle(
+                            shared,
+                            &mut state,
+                            topic,
+                            offset,
+                            b.seq,
+                            b.results,
+                            b.provisional,
+                        );
+                    }
+                }
+            }
+            Step::SeekTo(from) => {
+                // The batches applied provisionally are read again.
+                void_provisional(&mut state);
+                drop(state);
+                self.consumer
+                    .assign_at(topic, 0, StartAt::Offset(from))
+                    .map_err(|e| {
+                        RecordProblem::Consumer(format!("reading again from {from}: {e}"))
+                    })?;
+                return Ok(());
+            }
+            Step::Write(job) => {
+                info!(
+                    topic,
+                    claim = job.claim,
+                    entities = job.entities,
+                    chunks = job.records.len(),
+                    tombstones = job.tombstones.len(),
+                    "this instance's claim won: writing the snapshot"
+                );
+                self.writer.send(Job::Write(job));
+            }
+        }
+        shared.changed.notify_all();
+        Ok(())
+    }
 }
 
 /// The results given provisionally are void: their batches are applied again.
-fn void_provisional(state: &mut super::Follow) {
+fn void_provisional(state: &mut Follow) {
     for p in state.pending.values_mut() {
         if let Pending::Provisional(_) = p {
             *p = Pending::Waiting { doubt: None };
@@ -302,7 +374,7 @@ fn void_provisional(state: &mut super::Follow) {
 /// What batch `seq` of this instance's, read at `offset`, means for its commit.
 fn settle(
     shared: &Shared,
-    state: &mut super::Follow,
+    state: &mut Follow,
     topic: &str,
     offset: i64,
     seq: u64,
@@ -367,38 +439,15 @@ fn promote(shared: &Shared) {
 
 /// Checks the topic, makes the consumer and assigns it the partition from its start; returns the
 /// consumer and the offset the log ended at.
-fn start(config: &ClusterConfig) -> Result<(BaseConsumer<TracingContext>, i64), ClusterError> {
+fn start(config: &ClusterConfig) -> Result<(Consumer, i64), ClusterError> {
     let topic = config.config_topic.as_str();
     let deadline = Instant::now() + config.open_timeout;
     ensure_topic(config, &TopicSpec::config_log(topic), config.open_timeout)?;
-    let mut c = client(config);
-    // The partition is assigned, read from its start every time, and no offset is kept:
-    // librdkafka wants a group id to assign at all, but this one never joins or commits.
-    c.set(
-        "group.id",
-        format!("kquota-config-log-{}", config.instance_id),
-    )
-    .set("enable.auto.commit", "false")
-    .set("enable.auto.offset.store", "false")
-    .set("isolation.level", "read_committed")
-    .set("enable.partition.eof", "true")
-    // An offset that falls out of the log (a deleted or truncated topic) must stop the
-    // follower, not send it back to the start to apply everything again.
-    .set("auto.offset.reset", "error")
-    // A fetch that finds nothing new returns within 100 ms, not librdkafka's 500: reading on
-    // after a snapshot waits for the fetch in flight.
-    .set("fetch.wait.max.ms", "100")
-    .set("socket.nagle.disable", "true");
-    let consumer: BaseConsumer<TracingContext> = c
-        .create_with_context(TracingContext { quiet_errors: true })
-        .map_err(|source| ClusterError::Client {
-            client: KafkaClient::LogConsumer,
-            source,
-        })?;
+    let consumer = Consumer::config_log(config)?;
     let watermarks = || Operation::Watermarks(topic.to_owned());
     let left = remaining(deadline, config.open_timeout, watermarks)?;
     let (low, high) = consumer
-        .fetch_watermarks(topic, 0, left)
+        .watermarks(topic, 0, left)
         .map_err(|e| kafka_or_timeout(e, watermarks(), config.open_timeout))?;
     if low > 0 {
         return Err(ClusterError::Topic {
@@ -406,34 +455,21 @@ fn start(config: &ClusterConfig) -> Result<(BaseConsumer<TracingContext>, i64), 
             problem: TopicProblem::LogStart { offset: low },
         });
     }
-    let assign_error = |source| ClusterError::Kafka {
-        operation: Operation::Assign(topic.to_owned()),
-        source,
-    };
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(topic, 0, Offset::Beginning)
-        .map_err(assign_error)?;
-    consumer.assign(&assignment).map_err(assign_error)?;
+    consumer
+        .assign_at(topic, 0, StartAt::Beginning)
+        .map_err(|source| ClusterError::Kafka {
+            operation: Operation::Assign(topic.to_owned()),
+            source,
+        })?;
     Ok((consumer, high))
 }
 
-/// What to do about a consumer error: go on (logging it), or stop following.
-pub(super) fn consumer_error(e: KafkaError, repeats: &mut Repeats) -> Result<(), RecordProblem> {
-    let fatal = matches!(e, KafkaError::MessageConsumptionFatal(_))
-        || matches!(
-            e.rdkafka_error_code(),
-            Some(RDKafkaErrorCode::AutoOffsetReset | RDKafkaErrorCode::OffsetOutOfRange)
-        );
-    if fatal {
-        return Err(RecordProblem::Consumer(e.to_string()));
-    }
-    // Kafka unreachable and the like: librdkafka retries and reconnects by itself.
-    let text = e.to_string();
-    if repeats.first(&text, Instant::now()) {
+/// A consumer error the follower goes on after (Kafka unreachable and the like: librdkafka
+/// retries and reconnects by itself): logged, each distinct one once per [`REPEAT_LOG`].
+fn consumer_error(text: &str, repeats: &mut Repeats) {
+    if repeats.first(text, Instant::now()) {
         warn!("the configuration log's consumer: {text} (retrying)");
     }
-    Ok(())
 }
 
 /// Stops this instance's use of the log, loudly: every waiting and later commit is refused.
@@ -459,29 +495,6 @@ fn fail(shared: &Shared, topic: &str, offset: i64, problem: RecordProblem) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn consumer_errors_that_stop_the_follower() {
-        let mut last = Repeats::default();
-        assert!(consumer_error(
-            KafkaError::MessageConsumption(RDKafkaErrorCode::AutoOffsetReset),
-            &mut last
-        )
-        .is_err());
-        assert!(consumer_error(
-            KafkaError::MessageConsumptionFatal(RDKafkaErrorCode::Fatal),
-            &mut last
-        )
-        .is_err());
-        // Kafka unreachable: retried, logged once.
-        for _ in 0..3 {
-            assert!(consumer_error(
-                KafkaError::MessageConsumption(RDKafkaErrorCode::AllBrokersDown),
-                &mut last
-            )
-            .is_ok());
-        }
-    }
 
     #[test]
     fn each_distinct_consumer_error_is_logged_once_per_interval() {

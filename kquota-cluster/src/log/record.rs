@@ -59,10 +59,9 @@ use crate::error::RecordProblem;
 
 /// The record version of batches.
 pub(crate) const VERSION: u32 = 1;
-/// The record version of claims and snapshot chunks.
+/// The record version of claims and snapshot chunks. (The error that refuses any other version,
+/// [`RecordProblem::Version`], names the two.)
 pub(crate) const SNAPSHOT_VERSION: u32 = 2;
-/// The versions this crate reads, as an error message names them.
-pub(crate) const READS: &str = "versions 1 (batches) and 2 (claims and snapshots)";
 /// The most bytes of entries one snapshot chunk carries: with its envelope, well under Kafka's
 /// default largest record (1 MB).
 pub(crate) const CHUNK_BYTES: usize = 512 * 1024;
@@ -399,7 +398,7 @@ impl ConfigRecord {
                 "not a configuration record: not a JSON object".into(),
             ));
         }
-        let version: Version = serde_json::from_slice(value)
+        let version: WireVersion = serde_json::from_slice(value)
             .map_err(|e| RecordProblem::Malformed(format!("not a configuration record: {e}")))?;
         if version.v != u64::from(VERSION) {
             return Err(RecordProblem::Version(version.v));
@@ -429,7 +428,7 @@ pub(crate) fn record_key(origin: &str, seq: u64) -> String {
 
 /// Only the version, whatever else the record holds.
 #[derive(Deserialize)]
-struct Version {
+struct WireVersion {
     v: u64,
 }
 

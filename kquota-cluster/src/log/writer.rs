@@ -2,25 +2,17 @@
 //! and, when a claim of its wins, the snapshot's chunks and then the tombstones for everything
 //! the snapshot covers. The follower never waits for it.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-use rdkafka::client::ClientContext;
-use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::error::KafkaError;
-use rdkafka::message::DeliveryResult;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
-use rdkafka::types::RDKafkaErrorCode;
 use tracing::{info, warn};
 
 use super::record::Claim;
 use super::replica::SnapshotJob;
 use crate::config::ClusterConfig;
-use crate::error::{ClusterError, KafkaClient};
-use crate::kafka::{client, forward_log};
+use crate::error::ClusterError;
+use crate::kafka::{queue_full, KafkaError, Producer};
+use crate::worker::{Stop, Worker};
 
 /// How long the writer waits for Kafka to acknowledge a snapshot's chunks, or its tombstones,
 /// before it gives up on the snapshot (another instance claims one later).
@@ -35,118 +27,49 @@ pub(super) enum Job {
     Write(SnapshotJob),
 }
 
-/// The writer thread, and the way to it.
+/// The writer thread, and the way to it. Dropped, it stops: the way closes first, then the
+/// thread is stopped (a snapshot under way gives up at its next wait) and joined.
 pub(super) struct Writer {
-    jobs: Option<mpsc::Sender<Job>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    jobs: mpsc::Sender<Job>,
+    _thread: Worker,
 }
 
 impl Writer {
     /// Makes the producer and starts the thread.
     pub(super) fn start(config: &ClusterConfig) -> Result<Writer, ClusterError> {
-        let failures = Arc::new(Failures::default());
-        let mut c = client(config);
-        c.set("enable.idempotence", "true")
-            .set("acks", "all")
-            // A snapshot is many records at once: batch them.
-            .set("linger.ms", "20")
-            .set("compression.codec", "lz4")
-            .set("message.timeout.ms", ACK_TIMEOUT.as_millis().to_string());
-        let producer: BaseProducer<Context> = c
-            .create_with_context(Context {
-                failures: Arc::clone(&failures),
-            })
-            .map_err(|source| ClusterError::Client {
-                client: KafkaClient::SnapshotProducer,
-                source,
-            })?;
+        let producer = Producer::snapshots(config, ACK_TIMEOUT)?;
         let (jobs, rx) = mpsc::channel();
-        let stop = Arc::new(AtomicBool::new(false));
         let topic = config.config_topic.clone();
-        let thread = {
-            let stop = Arc::clone(&stop);
-            std::thread::Builder::new()
-                .name(format!("kquota-snapshot-{}", config.instance_id))
-                .spawn(move || {
-                    let mut w = Work {
-                        topic,
-                        producer,
-                        failures,
-                        stop,
-                    };
-                    while let Ok(job) = rx.recv() {
-                        w.run(job);
-                    }
-                })
-                .map_err(|source| ClusterError::Thread {
-                    thread: "snapshot writer",
-                    source,
-                })?
-        };
+        let thread = Worker::spawn(
+            format!("kquota-snapshot-{}", config.instance_id),
+            "snapshot writer",
+            move |stop| {
+                let mut w = Work {
+                    topic,
+                    producer,
+                    stop,
+                };
+                while let Ok(job) = rx.recv() {
+                    w.run(job);
+                }
+            },
+        )?;
         Ok(Writer {
-            jobs: Some(jobs),
-            stop,
-            thread: Some(thread),
+            jobs,
+            _thread: thread,
         })
     }
 
     /// Hands the writer a job (it does them in order).
     pub(super) fn send(&self, job: Job) {
-        if let Some(jobs) = &self.jobs {
-            let _ = jobs.send(job);
-        }
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        self.jobs = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// Delivery failures since they were last looked at.
-#[derive(Debug, Default)]
-struct Failures {
-    count: AtomicUsize,
-    first: Mutex<Option<KafkaError>>,
-}
-
-/// The producer's context: delivery failures counted, logs through `tracing`.
-struct Context {
-    failures: Arc<Failures>,
-}
-
-impl ClientContext for Context {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        forward_log(level, fac, message);
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        tracing::debug!(target: "librdkafka", "the snapshot writer's producer: {error}: {reason}");
-    }
-}
-
-impl ProducerContext for Context {
-    type DeliveryOpaque = ();
-
-    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        if let Err((e, _)) = result {
-            self.failures.count.fetch_add(1, Ordering::Relaxed);
-            self.failures.first.lock().get_or_insert_with(|| e.clone());
-        }
+        let _ = self.jobs.send(job);
     }
 }
 
 struct Work {
     topic: String,
-    producer: BaseProducer<Context>,
-    failures: Arc<Failures>,
-    stop: Arc<AtomicBool>,
+    producer: Producer,
+    stop: Stop,
 }
 
 impl Work {
@@ -167,7 +90,7 @@ impl Work {
         let started = Instant::now();
         let claim = job.claim;
         let bytes: usize = job.records.iter().map(|(_, v)| v.len()).sum();
-        self.take_failures();
+        self.producer.take_failures();
         for (key, value) in &job.records {
             if let Err(e) = self.send(key, Some(value)) {
                 warn!(topic = %self.topic, claim, "the snapshot was not written: {e}");
@@ -216,23 +139,15 @@ impl Work {
     /// Produces one record to partition 0 (`None`: a tombstone), waiting while librdkafka's
     /// queue is full.
     fn send(&self, key: &str, value: Option<&[u8]>) -> Result<(), KafkaError> {
-        let mut record = BaseRecord::<str, [u8], ()>::to(&self.topic)
-            .partition(0)
-            .key(key);
-        if let Some(v) = value {
-            record = record.payload(v);
-        }
         loop {
-            match self.producer.send(record) {
-                Ok(()) => return Ok(()),
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
-                    if self.stop.load(Ordering::Relaxed) {
+            match self.producer.send(&self.topic, Some(0), key, value) {
+                Err(e) if queue_full(&e) => {
+                    if self.stop.requested() {
                         return Err(KafkaError::Canceled);
                     }
                     self.producer.poll(Duration::from_millis(50));
-                    record = r;
                 }
-                Err((e, _)) => return Err(e),
+                sent => return sent,
             }
         }
     }
@@ -240,21 +155,15 @@ impl Work {
     /// Waits until everything produced is acknowledged, and says whether all of it was.
     fn acknowledged(&self) -> Result<(), KafkaError> {
         let deadline = Instant::now() + ACK_TIMEOUT;
-        while self.producer.in_flight_count() > 0 {
-            if self.stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
+        while self.producer.in_flight() > 0 {
+            if self.stop.requested() || Instant::now() >= deadline {
                 return Err(KafkaError::Canceled);
             }
             self.producer.poll(Duration::from_millis(50));
         }
-        match self.take_failures() {
+        match self.producer.take_failures() {
             None => Ok(()),
             Some(e) => Err(e),
         }
-    }
-
-    fn take_failures(&self) -> Option<KafkaError> {
-        let n = self.failures.count.swap(0, Ordering::Relaxed);
-        let first = self.failures.first.lock().take();
-        (n > 0).then(|| first.unwrap_or(KafkaError::Canceled))
     }
 }

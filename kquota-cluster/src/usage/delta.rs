@@ -31,41 +31,13 @@ use kquota::meter::BucketOwner;
 use kquota::QuotaKey;
 use serde::{Deserialize, Serialize};
 
+use super::demand::Demand;
 use super::record::{
     bps_key, bucket_of, encode_bucket, owner_of, wire_owner, BucketUsage, UsageRecord, WireBucket,
     WireOwner,
 };
-use super::split::Demand;
-
-/// How far a bucket served by one instance alone must move before it is published again: a
-/// fraction of its limit (or of its rate, if larger), from 0 (every change) to 1. Made only from a
-/// fraction in that range, so that a publisher never meets NaN or a negative threshold.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct UsageThreshold(f64);
-
-impl UsageThreshold {
-    /// The default, 2 %: a bucket is published again when its rate moved by more than 2 % of its
-    /// limit, or its throttle state changed. Below the split's margin (5 %), so a rate published
-    /// never falls that far behind the real one.
-    pub const DEFAULT: UsageThreshold = UsageThreshold(0.02);
-
-    /// `fraction` as a threshold; `None` unless it is a number from 0 to 1.
-    pub fn new(fraction: f64) -> Option<UsageThreshold> {
-        (fraction.is_finite() && (0.0..=1.0).contains(&fraction))
-            .then_some(UsageThreshold(fraction))
-    }
-
-    /// The fraction.
-    pub fn fraction(self) -> f64 {
-        self.0
-    }
-}
-
-impl Default for UsageThreshold {
-    fn default() -> Self {
-        UsageThreshold::DEFAULT
-    }
-}
+use crate::config::UsageThreshold;
+use crate::error::UsageProblem;
 
 /// One usage record of version 2: what changed since the instance's previous one.
 #[derive(Clone, Debug, PartialEq)]
@@ -182,12 +154,12 @@ impl UsageDelta {
     /// Reads a record of version 2, or of version 1 (as a whole statement, numbered 0).
     /// Buckets of keys that are unknown or not `bps`, or without an owner, are skipped; a record
     /// of another version, or that is not JSON, is refused.
-    pub fn decode(bytes: &[u8]) -> Result<UsageDelta, String> {
-        let head: WireHead = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    pub fn decode(bytes: &[u8]) -> Result<UsageDelta, UsageProblem> {
+        let head: WireHead = serde_json::from_slice(bytes)?;
         match head.v {
             1 => UsageRecord::decode(bytes).map(|r| UsageDelta::from_record(&r, 0)),
             2 => {
-                let w: WireDelta = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+                let w: WireDelta = serde_json::from_slice(bytes)?;
                 Ok(UsageDelta {
                     instance: w.instance,
                     at_ms: w.at_ms,
@@ -203,7 +175,7 @@ impl UsageDelta {
                         .collect(),
                 })
             }
-            v => Err(format!("version {v} is not understood")),
+            v => Err(UsageProblem::Version(v)),
         }
     }
 
@@ -476,26 +448,6 @@ mod tests {
         assert_eq!(back.buckets, v1.buckets);
         assert!(UsageDelta::decode(br#"{"v":3}"#).is_err());
         assert!(UsageDelta::decode(b"[]").is_err());
-    }
-
-    #[test]
-    fn a_threshold_is_a_fraction_from_0_to_1() {
-        assert_eq!(
-            UsageThreshold::new(0.05).map(UsageThreshold::fraction),
-            Some(0.05)
-        );
-        assert_eq!(
-            UsageThreshold::new(0.0).map(UsageThreshold::fraction),
-            Some(0.0)
-        );
-        assert_eq!(
-            UsageThreshold::new(1.0).map(UsageThreshold::fraction),
-            Some(1.0)
-        );
-        for bad in [-0.01, 1.01, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
-            assert_eq!(UsageThreshold::new(bad), None, "{bad}");
-        }
-        assert_eq!(UsageThreshold::default(), UsageThreshold::DEFAULT);
     }
 
     #[test]

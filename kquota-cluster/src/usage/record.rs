@@ -27,6 +27,8 @@ use kquota::meter::{BucketOwner, BucketSnapshot};
 use kquota::{QuotaKey, Unit};
 use serde::{Deserialize, Serialize};
 
+use super::demand::sane_rate;
+use crate::error::UsageProblem;
 use crate::time::millis;
 
 /// The most buckets one usage record carries.
@@ -193,10 +195,10 @@ impl UsageRecord {
 
     /// Reads a record. Buckets of keys that are unknown or not `bps`, or without an owner, are
     /// skipped; a record of another version than 1, or that is not JSON, is refused.
-    pub fn decode(bytes: &[u8]) -> Result<UsageRecord, String> {
-        let wire: WireRecord = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    pub fn decode(bytes: &[u8]) -> Result<UsageRecord, UsageProblem> {
+        let wire: WireRecord = serde_json::from_slice(bytes)?;
         if wire.v != 1 {
-            return Err(format!("version {} is not understood", wire.v));
+            return Err(UsageProblem::Version(wire.v));
         }
         let buckets = wire.buckets.into_iter().filter_map(bucket_of).collect();
         Ok(UsageRecord {
@@ -296,19 +298,6 @@ impl UsageTracker {
             at_ms,
             buckets,
         }
-    }
-}
-
-/// The most a rate is taken to be: beyond any real link, and far from overflowing a sum.
-const MAX_RATE: f64 = 1e18;
-
-/// A rate read from another instance, made safe to add up: not a number, negative or infinite
-/// counts as nothing, and huge ones are capped.
-pub(crate) fn sane_rate(rate: f64) -> f64 {
-    if rate.is_finite() && rate > 0.0 {
-        rate.min(MAX_RATE)
-    } else {
-        0.0
     }
 }
 

@@ -56,38 +56,26 @@ use kquota::meter::{BpsSplit, BucketOwner, Clock};
 use kquota::{QuotaKey, QuotaType, Unit};
 use parking_lot::{Mutex, RwLock};
 
-use crate::usage::delta::UsageDelta;
-use crate::usage::record::{sane_rate, UsageRecord};
+use super::demand::Demand;
 
-/// One instance's recent use of one bucket: its windowed rate, the limit it last applied, and
-/// whether it was throttled lately (see [`UsageTracker`](crate::UsageTracker)).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Demand {
-    /// The measured rate, in bytes/s.
-    pub rate: f64,
-    /// The limit the instance last applied to the bucket, in bytes/s (0: unknown).
-    pub limit: f64,
-    /// Whether the bucket throttled lately: its demand is more than it was given.
-    pub throttled: bool,
-}
-
-impl Demand {
-    /// No use at all: an instance without the bucket, or one that has not reported it.
-    pub const IDLE: Demand = Demand {
-        rate: 0.0,
-        limit: 0.0,
-        throttled: false,
-    };
-
-    /// A demand of `rate` bytes/s under a limit of `limit` bytes/s (values that are negative or
-    /// not finite count as 0).
-    pub fn new(rate: f64, limit: f64, throttled: bool) -> Demand {
-        Demand {
-            rate: sane_rate(rate),
-            limit: sane_rate(limit),
-            throttled,
-        }
-    }
+/// What one record of an instance says of its demands, as the split takes it: the records, and
+/// how they travel, are not the split's business (the usage records are turned into this as they
+/// are handed to it).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct DemandReport {
+    /// The instance.
+    pub(crate) instance: Arc<str>,
+    /// Its number: one more than the instance's previous report's (0: unnumbered, each whole).
+    pub(crate) seq: u64,
+    /// Whether it replaces all the instance reported before.
+    pub(crate) reset: bool,
+    /// Whether the instance's statement is whole after it (false on all but the last report of a
+    /// whole statement that spans several).
+    pub(crate) complete: bool,
+    /// Demands for buckets new or changed (with `reset`: every bucket).
+    pub(crate) demands: Vec<(QuotaKey, BucketOwner, Demand)>,
+    /// Buckets the instance no longer has.
+    pub(crate) gone: Vec<(QuotaKey, BucketOwner)>,
 }
 
 /// The settings of the split. [`SplitParams::default`] gives the defaults.
@@ -456,44 +444,12 @@ impl SharedSplit {
         self.refresh(&board);
     }
 
-    /// This instance's own usage as a whole record, as it was just published: the split decides
-    /// from the same statement the others see, so that the parts add up.
-    pub fn record_local(&self, record: &UsageRecord) {
-        self.update(Some(record), []);
-    }
-
-    /// Other instances' whole records, received now (this instance's own are ignored).
-    pub fn receive<I: IntoIterator<Item = UsageRecord>>(&self, records: I) {
-        self.update(None, records);
-    }
-
-    /// [`record_local`](SharedSplit::record_local) and [`receive`](SharedSplit::receive) at
-    /// once: each record a whole statement of its instance.
-    pub fn update<I: IntoIterator<Item = UsageRecord>>(
-        &self,
-        local: Option<&UsageRecord>,
-        received: I,
-    ) {
-        let local: Vec<UsageDelta> = local
-            .map(|r| UsageDelta::from_record(r, 0))
-            .into_iter()
-            .collect();
-        self.update_deltas(
-            &local,
-            received.into_iter().map(|r| UsageDelta::from_record(&r, 0)),
-        );
-    }
-
-    /// This instance's records as just published (`local`, in order), and the others' records
+    /// This instance's reports as just published (`local`, in order), and the others' reports
     /// received now (in the order they arrived; this instance's own among them are ignored), at
     /// once.
-    pub fn update_deltas<I: IntoIterator<Item = UsageDelta>>(
-        &self,
-        local: &[UsageDelta],
-        received: I,
-    ) {
+    pub(crate) fn take(&self, local: &[DemandReport], received: Vec<DemandReport>) {
         let now = self.clock.now_ms();
-        let received: Vec<UsageDelta> = received
+        let received: Vec<DemandReport> = received
             .into_iter()
             .filter(|r| *r.instance != *self.me)
             .collect();
@@ -503,11 +459,10 @@ impl SharedSplit {
         let mut board = self.board.lock();
         let mut table = self.table.write();
         for d in local {
-            self.apply(&mut board, &mut table, &Arc::clone(&self.me), d, now);
+            self.apply(&mut board, &mut table, &self.me, d, now);
         }
         for d in &received {
-            let id: Arc<str> = Arc::from(d.instance.as_str());
-            self.apply(&mut board, &mut table, &id, d, now);
+            self.apply(&mut board, &mut table, &d.instance, d, now);
         }
         // Instances long gone are forgotten, so that ids that come and go do not pile up (they
         // are in the table only while live).
@@ -518,13 +473,13 @@ impl SharedSplit {
         self.refresh(&board);
     }
 
-    /// Applies one record of `instance`'s.
+    /// Applies one report of `instance`'s.
     fn apply(
         &self,
         board: &mut Board,
         table: &mut Table,
         instance: &Arc<str>,
-        d: &UsageDelta,
+        d: &DemandReport,
         now: u64,
     ) {
         let local = *instance == self.me;
@@ -566,17 +521,16 @@ impl SharedSplit {
                 remove(table, id, local, *key, owner);
             }
         }
-        for b in &d.buckets {
-            if slot(b.key).is_none() {
+        for (key, owner, demand) in &d.demands {
+            if slot(*key).is_none() {
                 continue;
             }
-            let demand = Demand::new(b.rate, b.limit, b.throttled);
-            sender.buckets.insert((b.key, b.owner.clone()), demand);
+            sender.buckets.insert((*key, owner.clone()), *demand);
             if in_table {
-                upsert(table, id, local, b.key, &b.owner, demand);
+                upsert(table, id, local, *key, owner, *demand);
             }
         }
-        // A version 1 record has no number: each of them is whole.
+        // An unnumbered report (a version 1 record's) is whole on its own.
         sender.next_seq = (d.seq != 0).then(|| d.seq + 1);
         sender.complete = d.complete;
         sender.received_ms = now;
@@ -768,7 +722,6 @@ impl BpsSplit for SharedSplit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::usage::record::BucketUsage;
     use kquota::meter::ManualClock;
 
     const L: f64 = 3_000_000.0;
@@ -998,21 +951,30 @@ mod tests {
         }
     }
 
-    fn record(instance: &str, buckets: &[(&str, f64, bool)]) -> UsageRecord {
-        UsageRecord {
-            instance: instance.to_owned(),
-            at_ms: 0,
-            buckets: buckets
+    /// A whole, unnumbered report of `instance`'s producer buckets (user, rate, throttled).
+    fn report(instance: &str, buckets: &[(&str, f64, bool)]) -> DemandReport {
+        DemandReport {
+            instance: Arc::from(instance),
+            seq: 0,
+            reset: true,
+            complete: true,
+            demands: buckets
                 .iter()
-                .map(|(user, rate, throttled)| BucketUsage {
-                    key: QuotaKey::PRODUCER_BPS,
-                    owner: BucketOwner::User(Arc::from(*user)),
-                    rate: *rate,
-                    limit: *rate,
-                    throttled: *throttled,
+                .map(|(user, rate, throttled)| {
+                    (
+                        QuotaKey::PRODUCER_BPS,
+                        BucketOwner::User(Arc::from(*user)),
+                        d(*rate, *throttled),
+                    )
                 })
                 .collect(),
+            gone: Vec::new(),
         }
+    }
+
+    /// This instance's own report, as just published.
+    fn local(split: &SharedSplit, r: DemandReport) {
+        split.take(&[r], Vec::new());
     }
 
     fn alice() -> BucketOwner {
@@ -1032,7 +994,7 @@ mod tests {
         // Nothing yet: declines.
         assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
         split.set_live(["a"]);
-        split.record_local(&record("a", &[("alice", 1.74e6, true)]));
+        local(&split, report("a", &[("alice", 1.74e6, true)]));
         // Alone and fresh: the whole limit.
         assert!(close(ask(QuotaKey::PRODUCER_BPS).unwrap(), L));
         // b and c join: idle until they report.
@@ -1041,31 +1003,34 @@ mod tests {
         assert!(close(ask(QuotaKey::PRODUCER_BPS).unwrap(), want));
         // ...for max_age at most: then the view has a hole, and the split declines.
         clock.advance(2_000);
-        split.record_local(&record("a", &[("alice", 1.74e6, true)]));
+        local(&split, report("a", &[("alice", 1.74e6, true)]));
         assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
-        split.receive([
-            record("b", &[("alice", 0.8e6, false)]),
-            record("c", &[("alice", 0.4e6, false), ("bob", 5.0, false)]),
-        ]);
+        split.take(
+            &[],
+            vec![
+                report("b", &[("alice", 0.8e6, false)]),
+                report("c", &[("alice", 0.4e6, false), ("bob", 5.0, false)]),
+            ],
+        );
         let got = ask(QuotaKey::PRODUCER_BPS).unwrap();
         assert!(close(got, 1.74e6), "{got}");
         // Non-bps keys are never split; an unreported bucket gets the limit over the live count.
         assert_eq!(ask(QuotaKey::PRODUCER_BROKER_BPS), None);
         assert!(close(ask(QuotaKey::CONSUMER_BPS).unwrap(), L / 3.0));
         // An instance that is not live does not count.
-        split.receive([record("z", &[("alice", 9e6, true)])]);
+        split.take(&[], vec![report("z", &[("alice", 9e6, true)])]);
         assert!(close(ask(QuotaKey::PRODUCER_BPS).unwrap(), got));
-        // Its own records come only through record_local.
-        split.receive([record("a", &[("alice", 9e6, false)])]);
+        // Its own reports count only as its own (local).
+        split.take(&[], vec![report("a", &[("alice", 9e6, false)])]);
         assert!(close(ask(QuotaKey::PRODUCER_BPS).unwrap(), got));
         // Too old: declines; fresh again once all have reported anew.
         clock.advance(2_000);
         assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
         assert!(!split.is_fresh());
-        split.record_local(&record("a", &[("alice", 1.74e6, true)]));
-        split.receive([record("b", &[("alice", 0.8e6, false)])]);
+        local(&split, report("a", &[("alice", 1.74e6, true)]));
+        split.take(&[], vec![report("b", &[("alice", 0.8e6, false)])]);
         assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
-        split.receive([record("c", &[("alice", 0.4e6, false)])]);
+        split.take(&[], vec![report("c", &[("alice", 0.4e6, false)])]);
         assert!(split.is_fresh());
         // c leaves: its usage no longer counts once the live set says so.
         split.set_live(["a", "b"]);
@@ -1075,11 +1040,11 @@ mod tests {
         assert!(close(two, want), "{two} {want}");
         split.forget("b");
         assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
-        split.receive([record("b", &[("alice", 0.8e6, false)])]);
+        split.take(&[], vec![report("b", &[("alice", 0.8e6, false)])]);
         assert!(split.is_fresh());
         split.stop();
         assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
-        split.record_local(&record("a", &[("alice", 1.74e6, true)]));
+        local(&split, report("a", &[("alice", 1.74e6, true)]));
         assert_eq!(ask(QuotaKey::PRODUCER_BPS), None);
     }
 
@@ -1094,204 +1059,16 @@ mod tests {
             clock.clone(),
         );
         split.set_live(["a", "b", "c"]);
-        split.record_local(&record("c", &[]));
+        local(&split, report("c", &[]));
         assert!(!split.is_fresh());
-        split.receive([record("a", &[("alice", 2e6, true)])]);
+        split.take(&[], vec![report("a", &[("alice", 2e6, true)])]);
         assert!(!split.is_fresh());
-        split.receive([record("b", &[("alice", 0.5e6, false)])]);
+        split.take(&[], vec![report("b", &[("alice", 0.5e6, false)])]);
         assert!(split.is_fresh());
         let got = split
             .local_limit(QuotaKey::PRODUCER_BPS, &alice(), L, 0)
             .unwrap();
         let floor = 0.1 * L / 3.0;
         assert!(close(got, floor), "{got}");
-    }
-}
-
-#[cfg(test)]
-mod delta_tests {
-    use super::*;
-    use crate::usage::delta::{UsagePublisher, UsageThreshold};
-    use crate::usage::record::BucketUsage;
-    use kquota::meter::ManualClock;
-
-    fn user(u: &str) -> BucketOwner {
-        BucketOwner::User(Arc::from(u))
-    }
-
-    fn delta(instance: &str, seq: u64, reset: bool, buckets: &[(&str, f64)]) -> UsageDelta {
-        UsageDelta {
-            instance: instance.into(),
-            at_ms: 0,
-            seq,
-            reset,
-            complete: true,
-            need: Vec::new(),
-            buckets: buckets
-                .iter()
-                .map(|(u, rate)| BucketUsage {
-                    key: QuotaKey::PRODUCER_BPS,
-                    owner: user(u),
-                    rate: *rate,
-                    limit: 1e6,
-                    throttled: false,
-                })
-                .collect(),
-            gone: Vec::new(),
-        }
-    }
-
-    fn split(me: &str, clock: &Arc<ManualClock>) -> SharedSplit {
-        let s = SharedSplit::new(
-            me,
-            SplitParams::default(),
-            Duration::from_secs(2),
-            clock.clone(),
-        );
-        s.set_live(["a", "b"]);
-        s
-    }
-
-    fn rate_of_b(s: &SharedSplit, u: &str) -> Option<f64> {
-        s.demands(QuotaKey::PRODUCER_BPS, &user(u))
-            .and_then(|(_, others)| others.first().map(|d| d.rate))
-    }
-
-    #[test]
-    fn a_missed_record_declines_until_a_whole_statement_comes() {
-        let clock = Arc::new(ManualClock::new(1_000));
-        let s = split("a", &clock);
-        s.update_deltas(&[delta("a", 1, true, &[])], []);
-        s.update_deltas(&[], [delta("b", 10, true, &[("alice", 5.0)])]);
-        assert!(s.is_fresh());
-        s.update_deltas(&[], [delta("b", 11, false, &[("alice", 6.0)])]);
-        assert_eq!(rate_of_b(&s, "alice"), Some(6.0));
-        assert!(s.needs().is_empty());
-        // 12 missed.
-        s.update_deltas(&[], [delta("b", 13, false, &[("alice", 8.0)])]);
-        assert!(!s.is_fresh());
-        assert_eq!(s.needs(), ["b"]);
-        // What comes before the whole statement is not applied.
-        s.update_deltas(&[], [delta("b", 14, false, &[("alice", 9.0)])]);
-        assert_eq!(rate_of_b(&s, "alice"), Some(6.0));
-        let mut whole = delta("b", 15, true, &[("alice", 10.0)]);
-        whole.complete = false;
-        s.update_deltas(&[], [whole]);
-        assert!(!s.is_fresh(), "a whole statement still in parts");
-        assert!(s.needs().is_empty());
-        s.update_deltas(&[], [delta("b", 16, false, &[("bob", 1.0)])]);
-        assert!(s.is_fresh());
-        assert_eq!(rate_of_b(&s, "alice"), Some(10.0));
-        assert_eq!(rate_of_b(&s, "bob"), Some(1.0));
-    }
-
-    #[test]
-    fn deltas_change_the_table_in_place_and_members_take_their_demands_along() {
-        let clock = Arc::new(ManualClock::new(1_000));
-        let s = split("a", &clock);
-        s.update_deltas(&[delta("a", 1, true, &[("alice", 2.0)])], []);
-        s.update_deltas(&[], [delta("b", 1, true, &[("alice", 5.0), ("bob", 3.0)])]);
-        assert_eq!(s.buckets(), 2);
-        assert!(s.is_shared(QuotaKey::PRODUCER_BPS, &user("alice")));
-        assert!(s.is_shared(QuotaKey::PRODUCER_BPS, &user("bob")));
-        assert!(!s.is_shared(QuotaKey::PRODUCER_BPS, &user("carol")));
-        let mut gone = delta("b", 2, false, &[]);
-        gone.gone = vec![(QuotaKey::PRODUCER_BPS, user("bob"))];
-        s.update_deltas(&[], [gone]);
-        assert_eq!(s.buckets(), 1);
-        assert!(!s.is_shared(QuotaKey::PRODUCER_BPS, &user("bob")));
-        // b leaves: its demands go; it returns: they come back.
-        s.set_live(["a"]);
-        assert_eq!(rate_of_b(&s, "alice"), None);
-        assert!(!s.is_shared(QuotaKey::PRODUCER_BPS, &user("alice")));
-        s.set_live(["a", "b"]);
-        assert_eq!(rate_of_b(&s, "alice"), Some(5.0));
-        // The cached part follows: alone, a has the whole limit; with b, less.
-        let with_b = s
-            .local_limit(QuotaKey::PRODUCER_BPS, &user("alice"), 3e6, 0)
-            .unwrap();
-        s.set_live(["a"]);
-        let alone = s
-            .local_limit(QuotaKey::PRODUCER_BPS, &user("alice"), 3e6, 0)
-            .unwrap();
-        assert!(
-            (alone - 3e6).abs() < 1e-6 && with_b < alone,
-            "{with_b} {alone}"
-        );
-    }
-
-    /// A publisher and the splits it feeds agree on what the others hold of it, whatever the
-    /// usage does and whichever records a receiver misses (it asks, the publisher sends its
-    /// whole usage, and they agree again).
-    #[test]
-    fn what_a_receiver_holds_is_what_the_publisher_published() {
-        let clock = Arc::new(ManualClock::new(1_000));
-        let local = split("a", &clock);
-        let remote = split("b", &clock);
-        let mut p = UsagePublisher::new("a", 1, UsageThreshold::DEFAULT, 2_000, 500);
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        let mut rates: Vec<f64> = vec![0.0; 40];
-        let mut missed = 0;
-        let mut compared = 0;
-        for step in 0..400u64 {
-            clock.advance(250);
-            for r in rates.iter_mut() {
-                match next() % 10 {
-                    0 => *r = 0.0,
-                    1 | 2 => *r *= 1.0 + (next() % 100) as f64 / 1000.0,
-                    3 => *r = (next() % 1_000_000) as f64,
-                    _ => {}
-                }
-            }
-            let record = UsageRecord {
-                instance: "a".into(),
-                at_ms: 0,
-                buckets: rates
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, r)| **r > 0.0)
-                    .map(|(i, r)| BucketUsage {
-                        key: QuotaKey::PRODUCER_BPS,
-                        owner: user(&format!("u{i}")),
-                        rate: *r,
-                        limit: 1e6,
-                        throttled: next() % 20 == 0,
-                    })
-                    .collect(),
-            };
-            let now = clock.now_ms();
-            if remote.needs().contains(&"a".to_owned()) {
-                p.request_reset(now);
-            }
-            let records = p.publish(&record, |_, _| false, vec![], now);
-            local.update_deltas(&records, []);
-            // A receiver knows it missed a record only at the next one it gets.
-            let delivered = next() % 15 != 0;
-            if delivered {
-                remote.update_deltas(&[], records);
-            } else {
-                missed += 1;
-            }
-            if delivered && remote.needs().is_empty() {
-                compared += 1;
-                for i in 0..40 {
-                    let owner = user(&format!("u{i}"));
-                    let mine = local
-                        .demands(QuotaKey::PRODUCER_BPS, &owner)
-                        .map(|(me, _)| me);
-                    let theirs = remote
-                        .demands(QuotaKey::PRODUCER_BPS, &owner)
-                        .and_then(|(_, o)| o.first().copied());
-                    assert_eq!(mine, theirs, "step {step}, u{i}");
-                }
-            }
-        }
-        assert!(missed > 10 && compared > 250, "{missed} {compared}");
     }
 }

@@ -1,71 +1,16 @@
-//! Everything this crate asks of Kafka, in one place: the settings every client starts from, the
-//! topics the instances share (created when missing, checked when present), and the consumer
-//! plumbing the three parts have in common.
-//!
-//! Everything here blocks (librdkafka's metadata requests do): it runs on this crate's own
-//! threads, never on an async worker.
+//! The topics the instances share: what each must be, created when missing (with its settings)
+//! and checked when present, through the admin client.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
-use rdkafka::client::ClientContext;
-use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
-use rdkafka::producer::{DeliveryResult, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
+use super::client::{client, kafka_or_timeout, remaining, TracingContext};
 use crate::config::ClusterConfig;
 use crate::error::{ClusterError, KafkaClient, Operation, TopicProblem};
-
-/// The librdkafka configuration every client starts from.
-pub(crate) fn client(config: &ClusterConfig) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &config.bootstrap_servers);
-    c.set("client.id", format!("kquota-{}", config.instance_id));
-    // librdkafka backs off up to 10 s between reconnects by default: after an outage, the
-    // instances would follow the log again up to 10 s apart. Overridable, as any property.
-    c.set("reconnect.backoff.max.ms", "1000");
-    // Nothing here may create a topic with the brokers' defaults: the topics are made, with
-    // their settings, by `ensure_topic`.
-    c.set("allow.auto.create.topics", "false");
-    for (k, v) in &config.client_properties {
-        c.set(k, v);
-    }
-    c
-}
-
-/// A producer for small, frequent records whose worth is their freshness (heartbeats, usage):
-/// no batching delay, the leader's acknowledgement is enough.
-pub(crate) fn fresh_producer_config(config: &ClusterConfig) -> ClientConfig {
-    let mut c = client(config);
-    c.set("linger.ms", "0").set("acks", "1");
-    c
-}
-
-/// A consumer that is assigned partitions (it never joins a group nor commits offsets: the
-/// group id only satisfies the client), logging through `tracing` (its errors at `debug`: the
-/// poll loops log them too).
-pub(crate) fn assigned_consumer(
-    config: &ClusterConfig,
-    what: &str,
-    kind: KafkaClient,
-) -> Result<BaseConsumer<TracingContext>, ClusterError> {
-    let mut c = client(config);
-    c.set("group.id", format!("kquota-{what}-{}", config.instance_id))
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("auto.offset.reset", "earliest")
-        // A record reaches the others' views within 100 ms of its append, not librdkafka's 500.
-        .set("fetch.wait.max.ms", "100");
-    c.create_with_context(TracingContext { quiet_errors: true })
-        .map_err(|source| ClusterError::Client {
-            client: kind,
-            source,
-        })
-}
 
 /// What a topic must be.
 #[derive(Clone, Debug)]
@@ -144,64 +89,6 @@ impl<'a> TopicSpec<'a> {
             exact_policy: None,
             create_configs: &[("retention.ms", "300000"), ("segment.ms", "60000")],
         }
-    }
-}
-
-/// librdkafka's logs and errors, through `tracing` (the hosts log with it).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct TracingContext {
-    /// Errors at `debug` only: a consumer's errors also come out of its `poll`, where they are
-    /// logged (once per repeat) with what is done about them.
-    pub(crate) quiet_errors: bool,
-}
-
-impl ClientContext for TracingContext {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        forward_log(level, fac, message);
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        // The end of a partition is news, not an error.
-        let eof = error.rdkafka_error_code() == Some(RDKafkaErrorCode::PartitionEOF);
-        if self.quiet_errors || eof {
-            tracing::debug!(target: "librdkafka", "{error}: {reason}");
-        } else {
-            tracing::warn!(target: "librdkafka", peer = PEER, "{error}: {reason}");
-        }
-    }
-}
-
-impl ConsumerContext for TracingContext {}
-
-/// The producers that need no delivery report (heartbeats, usage) log through it too.
-impl ProducerContext for TracingContext {
-    type DeliveryOpaque = ();
-
-    fn delivery(&self, _: &DeliveryResult<'_>, _: Self::DeliveryOpaque) {}
-}
-
-/// The `peer` every librdkafka line is logged as: Kafka is the peer of this process's clients,
-/// and what librdkafka says of it (a broker down, reconnects, `AllBrokersDown`) is bounded by the
-/// log's per-peer guard as a client's lines are (a few lines a second and a count of the rest),
-/// however many brokers and clients there are.
-pub(crate) const PEER: &str = "librdkafka";
-
-/// A librdkafka log line at the matching `tracing` level.
-pub(crate) fn forward_log(level: RDKafkaLogLevel, fac: &str, message: &str) {
-    match level {
-        RDKafkaLogLevel::Emerg
-        | RDKafkaLogLevel::Alert
-        | RDKafkaLogLevel::Critical
-        | RDKafkaLogLevel::Error => {
-            tracing::error!(target: "librdkafka", peer = PEER, "{fac} {message}")
-        }
-        RDKafkaLogLevel::Warning => {
-            tracing::warn!(target: "librdkafka", peer = PEER, "{fac} {message}")
-        }
-        RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
-            tracing::info!(target: "librdkafka", peer = PEER, "{fac} {message}")
-        }
-        RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", "{fac} {message}"),
     }
 }
 
@@ -409,119 +296,4 @@ fn check_policy(
             why,
         },
     })
-}
-
-/// The time left before `deadline` (set `timeout` ago), or a timeout of `operation`.
-pub(crate) fn remaining(
-    deadline: Instant,
-    timeout: Duration,
-    operation: impl FnOnce() -> Operation,
-) -> Result<Duration, ClusterError> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        Err(ClusterError::Timeout {
-            operation: operation(),
-            after: timeout,
-        })
-    } else {
-        Ok(left)
-    }
-}
-
-/// A Kafka client's error as a [`ClusterError`]: a timeout as such, anything else as Kafka's.
-pub(crate) fn kafka_or_timeout(
-    e: KafkaError,
-    operation: Operation,
-    timeout: Duration,
-) -> ClusterError {
-    let timed_out = matches!(
-        e.rdkafka_error_code(),
-        Some(RDKafkaErrorCode::OperationTimedOut | RDKafkaErrorCode::RequestTimedOut)
-    );
-    if timed_out {
-        ClusterError::Timeout {
-            operation,
-            after: timeout,
-        }
-    } else {
-        ClusterError::Kafka {
-            operation,
-            source: e,
-        }
-    }
-}
-
-/// Assigns `partitions` of `topic` to `consumer` from `from`; returns, for each that is not
-/// empty, where it ended at that time (its high watermark).
-pub(crate) fn assign(
-    consumer: &BaseConsumer<TracingContext>,
-    topic: &str,
-    partitions: &[i32],
-    from: Offset,
-    timeout: Duration,
-) -> Result<HashMap<i32, i64>, ClusterError> {
-    let mut list = TopicPartitionList::new();
-    let mut ends = HashMap::new();
-    for &p in partitions {
-        let (_, high) = consumer
-            .fetch_watermarks(topic, p, timeout)
-            .map_err(|e| kafka_or_timeout(e, Operation::Watermarks(topic.to_owned()), timeout))?;
-        list.add_partition_offset(topic, p, from)
-            .map_err(|source| ClusterError::Kafka {
-                operation: Operation::Assign(topic.to_owned()),
-                source,
-            })?;
-        if high > 0 {
-            ends.insert(p, high);
-        }
-    }
-    consumer
-        .assign(&list)
-        .map_err(|source| ClusterError::Kafka {
-            operation: Operation::Assign(topic.to_owned()),
-            source,
-        })?;
-    Ok(ends)
-}
-
-/// The partitions of `topic`, waiting up to `timeout` for a topic just created to show them.
-pub(crate) fn partitions(
-    consumer: &BaseConsumer<TracingContext>,
-    topic: &str,
-    timeout: Duration,
-) -> Result<Vec<i32>, ClusterError> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
-        match consumer.fetch_metadata(Some(topic), left) {
-            Ok(m) => {
-                let found: Vec<i32> = m
-                    .topics()
-                    .iter()
-                    .filter(|t| t.name() == topic && t.error().is_none())
-                    .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-                    .collect();
-                if !found.is_empty() {
-                    return Ok(found);
-                }
-            }
-            Err(e) if Instant::now() >= deadline => {
-                return Err(kafka_or_timeout(
-                    e,
-                    Operation::Metadata(topic.to_owned()),
-                    timeout,
-                ))
-            }
-            Err(_) => {}
-        }
-        if Instant::now() >= deadline {
-            return Err(ClusterError::Topic {
-                topic: topic.to_owned(),
-                problem: TopicProblem::NoPartitions,
-            });
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
