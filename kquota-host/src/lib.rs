@@ -13,6 +13,7 @@
 //! | the stop: SIGINT or SIGTERM, then a grace for answers in flight | [`Shutdown`], [`signal`], [`SHUTDOWN_GRACE`] | — |
 //! | reloading on SIGHUP: TLS files and credentials read again for new connections, the old kept if they do not load | [`Reloadable`], [`reload_signal`] | — |
 //! | the log's format (text or JSON) and the audit's target | [`init_logging`], [`LogFormat`], [`AUDIT_TARGET`] | — |
+//! | the network threads: single-threaded runtimes the connections are given to in turn, each staying on its own for its life | [`NetworkThreads`] | `num.network.threads` |
 //! | the engine, with its configuration from the store, the configuration log or memory | [`open_engine`] | — |
 //! | the metrics and health listener: `/metrics` (OpenMetrics, or the classic text format), `/healthz`, `/readyz` | [`http`] | — |
 //! | TLS listeners from PEM files or inline PEM, errors naming the setting | [`tls`] | `ssl.keystore.*`, `ssl.truststore.*`, `ssl.client.auth` |
@@ -40,6 +41,8 @@ pub mod http;
 #[cfg(feature = "server")]
 mod log;
 #[cfg(feature = "server")]
+mod network;
+#[cfg(feature = "server")]
 mod open;
 #[cfg(feature = "server")]
 mod reload;
@@ -63,6 +66,8 @@ pub use crate::log::{
     colour, fatal, init_logging, log_format_in_args, refused_flags, LogFormat, PeerThrottle,
     UnknownLogFormat, AUDIT_TARGET, INTERVAL, LINES_PER_PEER,
 };
+#[cfg(feature = "server")]
+pub use crate::network::NetworkThreads;
 #[cfg(feature = "server")]
 pub use crate::open::{open_engine, ConfigSource, EngineSettings, OpenError, Opened};
 #[cfg(feature = "server")]

@@ -71,7 +71,6 @@ mod server;
 mod settings;
 mod shared;
 mod tls;
-mod workers;
 
 // The public interface: what the `kquota-proxy` binary, or a host embedding the proxy, needs.
 //

@@ -20,7 +20,7 @@ use crate::metrics::{ProxyExporter, Stats};
 use crate::quotas::Quotas;
 use crate::reach::Reach;
 use crate::shared::{NewListener, Shared, Target, TaskGuard, Tasks};
-use crate::workers::Workers;
+use kquota_host::NetworkThreads as Workers;
 
 /// Accepts connections on one listener until the proxy stops. Each takes a slot first: at
 /// `max.connections`, a connection not yet proven (or one idle long) gives way, and when the

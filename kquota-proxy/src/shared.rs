@@ -17,7 +17,7 @@ use crate::config::{HostPort, ProxyConfig};
 use crate::metrics::Stats;
 use crate::quotas::Quotas;
 use crate::reach::Reach;
-use crate::workers::Workers;
+use kquota_host::NetworkThreads as Workers;
 
 /// What a listener stands for: the cluster's bootstrap address, or one broker.
 #[derive(Clone, Copy, Debug)]
