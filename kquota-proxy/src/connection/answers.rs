@@ -12,16 +12,17 @@ use tracing::{debug, warn};
 
 use kquota_host::Reservation;
 
+use super::conn::{Conn, Owed, UpstreamReader};
 use super::decide::{Answer, BadAnswer, Forwarded, Pending, Plan, ReadOn};
 use super::fetch_walk::{self, WalkError};
 use super::frames::{
     write_frame, write_part, BodyError, PassError, WriteError, PASS_CHUNK, PASS_FROM,
 };
 use super::sides::Socket;
-use super::{Conn, Owed, UpstreamReader};
-use crate::config::HostPort;
+use super::stop::or_stop;
 use crate::messages::rewrite::Advertise;
 use crate::shared::Shared;
+use crate::HostPort;
 
 /// The broker as the answer side sees it.
 enum Broker {
@@ -108,10 +109,16 @@ pub(super) async fn forward<W>(
         };
         let read_on = std::mem::replace(&mut forwarded.read_on, ReadOn::Now);
         let api_key = forwarded.head.api_key;
+        let mut path = Path {
+            broker: upstream,
+            client: &mut client,
+            conn,
+            addr,
+        };
         let sent = if size <= PASS_FROM {
-            whole(upstream, &mut client, forwarded, prefix, size, conn, addr).await
+            path.whole(forwarded, prefix, size).await
         } else {
-            passed(upstream, &mut client, forwarded, prefix, size, conn, addr).await
+            path.passed(forwarded, prefix, size).await
         };
         let Some(throttle_ms) = sent else {
             return;
@@ -128,131 +135,198 @@ pub(super) async fn forward<W>(
 /// answer's header and throttle.
 const ANSWER_HEAD: usize = 64;
 
-/// The answer of `size` bytes after `prefix`, read whole (its bytes from the budget until the
-/// client has taken them: a client that does not read holds at most this answer), decided and
-/// written. The proxy's throttle, or `None` if the connection is to close.
-async fn whole<W: AsyncWrite + Unpin>(
-    upstream: &mut UpstreamReader,
-    client: &mut W,
-    forwarded: Forwarded,
-    prefix: [u8; 4],
-    size: usize,
-    conn: &Conn<'_>,
-    addr: &HostPort,
-) -> Option<u64> {
-    let _reservation = reserve(4 + size, conn, addr).await?;
-    let wire = upstream
-        .body(prefix, size, conn.shared.config.idle_timeout)
-        .await
-        .map_err(|why| from_broker(why, conn, addr))
-        .ok()?
-        .into_bytes();
-    let answer = conn
-        .decisions
-        .answer(forwarded, wire, Instant::now(), &mut Learn(conn.shared))
-        .map_err(|bad| refused(bad, conn, addr))
-        .ok()?;
-    deliver(client, answer, conn).await
+/// The way an answer goes: from the broker's side of the connection to the client's.
+struct Path<'p, 'c, W> {
+    /// The broker's side, at the answer's first byte after its size prefix.
+    broker: &'p mut UpstreamReader,
+    client: &'p mut W,
+    conn: &'p Conn<'c>,
+    /// The broker's address, for the log.
+    addr: &'p HostPort,
 }
 
-/// The answer of `size` bytes after `prefix` (more than [`PASS_FROM`]), decided from its head:
-/// passed on to the client as its bytes come (through a chunk from the budget; a client that
-/// does not read stalls this broker connection and holds nothing more), replaced (the broker's
-/// drained), or read whole where its bytes must change.
-async fn passed<W: AsyncWrite + Socket + Unpin>(
-    upstream: &mut UpstreamReader,
-    client: &mut W,
-    forwarded: Forwarded,
-    prefix: [u8; 4],
-    size: usize,
-    conn: &Conn<'_>,
-    addr: &HostPort,
-) -> Option<u64> {
-    let shared = conn.shared;
-    let idle = shared.config.idle_timeout;
-    let head = upstream
-        .head(prefix, ANSWER_HEAD, idle)
-        .await
-        .map_err(|why| from_broker(why, conn, addr))
-        .ok()?;
-    let request = forwarded.head;
-    let started = Instant::now();
-    let plan = conn
-        .decisions
-        .plan(forwarded, &head[4..], size, started)
-        .map_err(|bad| refused(bad, conn, addr))
-        .ok()?;
-    let rest = size - ANSWER_HEAD;
-    let answer = match plan {
-        Plan::Pass { endpoints: false } => {
-            let _reservation = reserve(PASS_CHUNK, conn, addr).await?;
-            // Allocated only if the bytes are copied rather than spliced.
-            let mut chunk = Vec::new();
-            if !write_client(client, &head, false, conn).await {
-                return None;
+impl<W: AsyncWrite + Socket + Unpin> Path<'_, '_, W> {
+    /// The answer to `forwarded` of `size` bytes after `prefix`, read whole (its bytes from the
+    /// budget until the client has taken them: a client that does not read holds at most this
+    /// answer), decided and written. The proxy's throttle, or `None` if the connection is to
+    /// close.
+    async fn whole(&mut self, forwarded: Forwarded, prefix: [u8; 4], size: usize) -> Option<u64> {
+        let conn = self.conn;
+        let _reservation = self.reserve(4 + size).await?;
+        let wire = self
+            .broker
+            .body(prefix, size, conn.shared.config.idle_timeout)
+            .await
+            .map_err(|why| self.not_read(why))
+            .ok()?
+            .into_bytes();
+        let answer = conn
+            .decisions
+            .answer(forwarded, wire, Instant::now(), &mut Learn(conn.shared))
+            .map_err(|bad| self.refused(bad))
+            .ok()?;
+        deliver(self.client, answer, conn).await
+    }
+
+    /// The answer to `forwarded` of `size` bytes after `prefix` (more than [`PASS_FROM`]),
+    /// decided from its head: passed on to the client as its bytes come (through a chunk from
+    /// the budget; a client that does not read stalls this broker connection and holds nothing
+    /// more), replaced (the broker's drained), or read whole where its bytes must change.
+    async fn passed(&mut self, forwarded: Forwarded, prefix: [u8; 4], size: usize) -> Option<u64> {
+        let conn = self.conn;
+        let shared = conn.shared;
+        let idle = shared.config.idle_timeout;
+        let head = self
+            .broker
+            .head(prefix, ANSWER_HEAD, idle)
+            .await
+            .map_err(|why| self.not_read(why))
+            .ok()?;
+        let request = forwarded.head;
+        let started = Instant::now();
+        let plan = conn
+            .decisions
+            .plan(forwarded, &head[4..], size, started)
+            .map_err(|bad| self.refused(bad))
+            .ok()?;
+        let rest = size - ANSWER_HEAD;
+        let answer = match plan {
+            Plan::Pass { endpoints: false } => {
+                let _reservation = self.reserve(PASS_CHUNK).await?;
+                // Allocated only if the bytes are copied rather than spliced.
+                let mut chunk = Vec::new();
+                if !write_client(self.client, &head, false, conn).await {
+                    return None;
+                }
+                self.pass(true, rest, &mut chunk).await?;
+                shared.stats.bytes_to_client(4 + size);
+                return Some(0);
             }
-            pass(upstream, Some(client), rest, &mut chunk, conn, addr).await?;
-            shared.stats.bytes_to_client(4 + size);
-            return Some(0);
-        }
-        Plan::Replace(answer) => {
-            let _reservation = reserve(PASS_CHUNK, conn, addr).await?;
-            let mut chunk = Vec::with_capacity(PASS_CHUNK);
-            pass::<W>(upstream, None, rest, &mut chunk, conn, addr).await?;
-            answer
-        }
-        Plan::Pass { endpoints: true } => {
-            let _reservation = reserve(PASS_CHUNK, conn, addr).await?;
-            let mut chunk = Vec::with_capacity(PASS_CHUNK);
-            let mut learn = Learn(shared);
-            let walked = tokio::select! {
-                r = fetch_walk::pass(upstream, client, head, rest, &mut chunk, idle, &mut learn) => r,
-                () = shared.grace_over() => {
+            Plan::Replace(answer) => {
+                let _reservation = self.reserve(PASS_CHUNK).await?;
+                let mut chunk = Vec::with_capacity(PASS_CHUNK);
+                self.pass(false, rest, &mut chunk).await?;
+                answer
+            }
+            Plan::Pass { endpoints: true } => {
+                let _reservation = self.reserve(PASS_CHUNK).await?;
+                let mut chunk = Vec::with_capacity(PASS_CHUNK);
+                let mut learn = Learn(shared);
+                let walk = fetch_walk::pass(
+                    self.broker,
+                    self.client,
+                    head,
+                    rest,
+                    &mut chunk,
+                    idle,
+                    &mut learn,
+                );
+                let Some(walked) = or_stop(shared.grace_over(), walk).await else {
                     debug!(peer = %conn.peer, "closing connection: the client took no answer while stopping");
                     return None;
+                };
+                match walked {
+                    Ok(()) => {}
+                    Err(WalkError::Pass(PassError::From(why))) => {
+                        self.not_read(why);
+                        return None;
+                    }
+                    Err(WalkError::Pass(PassError::To(why))) => {
+                        to_client(why, conn);
+                        return None;
+                    }
+                    Err(WalkError::Malformed(what)) => {
+                        warn!(
+                            peer = %conn.peer, upstream = %self.addr,
+                            "closing connection: the broker's Fetch answer v{} (correlation id {}) does not read at {what}",
+                            request.version, request.correlation_id
+                        );
+                        return None;
+                    }
+                    Err(WalkError::Rewrite(e)) => {
+                        self.refused(BadAnswer::Rewrite(request, e));
+                        return None;
+                    }
                 }
-            };
-            match walked {
-                Ok(()) => {}
-                Err(WalkError::Pass(PassError::From(why))) => {
-                    from_broker(why, conn, addr);
-                    return None;
-                }
-                Err(WalkError::Pass(PassError::To(why))) => {
-                    to_client(why, conn);
-                    return None;
-                }
-                Err(WalkError::Malformed(what)) => {
-                    warn!(
-                        peer = %conn.peer, upstream = %addr,
-                        "closing connection: the broker's Fetch answer v{} (correlation id {}) does not read at {what}",
-                        request.version, request.correlation_id
-                    );
-                    return None;
-                }
-                Err(WalkError::Rewrite(e)) => {
-                    refused(BadAnswer::Rewrite(request, e), conn, addr);
-                    return None;
-                }
+                shared.stats.bytes_to_client(4 + size);
+                return Some(0);
             }
-            shared.stats.bytes_to_client(4 + size);
-            return Some(0);
+            Plan::Whole(left) => {
+                let _reservation = self.reserve(4 + size).await?;
+                let wire = self
+                    .broker
+                    .rest(&head, rest, idle)
+                    .await
+                    .map_err(|why| self.not_read(why))
+                    .ok()?
+                    .into_bytes();
+                let mut learn = Learn(shared);
+                let answer = conn.decisions.finish(left, wire, started, &mut learn);
+                answer.map_err(|bad| self.refused(bad)).ok()?
+            }
+        };
+        deliver(self.client, answer, conn).await
+    }
+
+    /// The next `n` bytes from the broker to the client (`onward` false: drained), through
+    /// `chunk`; `None` if the connection is to close.
+    async fn pass(&mut self, onward: bool, n: usize, chunk: &mut Vec<u8>) -> Option<()> {
+        let shared = self.conn.shared;
+        let to = onward.then_some(&mut *self.client);
+        let pass = self.broker.pass(n, to, chunk, shared.config.idle_timeout);
+        let Some(passed) = or_stop(shared.grace_over(), pass).await else {
+            debug!(peer = %self.conn.peer, "closing connection: the client took no answer while stopping");
+            return None;
+        };
+        match passed {
+            Ok(()) => Some(()),
+            Err(PassError::From(why)) => {
+                self.not_read(why);
+                None
+            }
+            Err(PassError::To(why)) => {
+                to_client(why, self.conn);
+                None
+            }
         }
-        Plan::Whole(left) => {
-            let _reservation = reserve(4 + size, conn, addr).await?;
-            let wire = upstream
-                .rest(&head, rest, idle)
-                .await
-                .map_err(|why| from_broker(why, conn, addr))
-                .ok()?
-                .into_bytes();
-            let mut learn = Learn(shared);
-            let answer = conn.decisions.finish(left, wire, started, &mut learn);
-            let answer = answer.map_err(|bad| refused(bad, conn, addr)).ok()?;
-            return deliver(client, answer, conn).await;
+    }
+
+    /// `bytes` of the budget, held until the client has taken the answer they are for; `None`
+    /// (the connection closes) when the proxy is past its stop's grace or they are more than
+    /// the budget.
+    async fn reserve(&mut self, bytes: usize) -> Option<Reservation> {
+        let shared = self.conn.shared;
+        let reservation = or_stop(shared.grace_over(), shared.budget.reserve(bytes)).await?;
+        if reservation.is_none() {
+            warn!(
+                peer = %self.conn.peer, upstream = %self.addr,
+                "closing connection: a response frame of {bytes} bytes is larger than the buffer memory"
+            );
         }
-    };
-    deliver(client, answer, conn).await
+        reservation
+    }
+
+    /// Logs why the broker's answer was not read.
+    fn not_read(&self, why: BodyError) {
+        debug!(peer = %self.conn.peer, upstream = %self.addr, "closing connection: from the broker: {why}");
+    }
+
+    /// Logs why the broker's answer cannot be forwarded.
+    fn refused(&self, bad: BadAnswer) {
+        let peer = self.conn.peer;
+        let addr = self.addr;
+        match bad {
+            BadAnswer::CorrelationId { got, expected } => warn!(
+                %peer, upstream = %addr,
+                "closing connection: the broker answered correlation id {got}, expected {expected}"
+            ),
+            BadAnswer::Rewrite(head, e) => warn!(
+                %peer, upstream = %addr,
+                "closing connection: the broker's response to api key {} v{} (correlation id {}): {e}",
+                head.api_key, head.version, head.correlation_id
+            ),
+        }
+    }
 }
 
 /// Writes `answer` to the client (after its throttle, for a client too old to throttle itself,
@@ -263,83 +337,12 @@ async fn deliver<W: AsyncWrite + Unpin>(
     conn: &Conn<'_>,
 ) -> Option<u64> {
     if answer.hold {
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(answer.throttle_ms)) => {}
-            () = conn.shared.grace_over() => return None,
-        }
+        let held = tokio::time::sleep(Duration::from_millis(answer.throttle_ms));
+        or_stop(conn.shared.grace_over(), held).await?;
     }
     write_client(client, &answer.bytes, true, conn)
         .await
         .then_some(answer.throttle_ms)
-}
-
-/// `n` bytes from the broker to `client` (`None`: drained), through `chunk`.
-async fn pass<W: AsyncWrite + Socket + Unpin>(
-    upstream: &mut UpstreamReader,
-    client: Option<&mut W>,
-    n: usize,
-    chunk: &mut Vec<u8>,
-    conn: &Conn<'_>,
-    addr: &HostPort,
-) -> Option<()> {
-    let shared = conn.shared;
-    let peer = conn.peer;
-    let passed = tokio::select! {
-        r = upstream.pass(n, client, chunk, shared.config.idle_timeout) => r,
-        () = shared.grace_over() => {
-            debug!(%peer, "closing connection: the client took no answer while stopping");
-            return None;
-        }
-    };
-    match passed {
-        Ok(()) => Some(()),
-        Err(PassError::From(why)) => {
-            from_broker(why, conn, addr);
-            None
-        }
-        Err(PassError::To(why)) => {
-            to_client(why, conn);
-            None
-        }
-    }
-}
-
-/// `bytes` of the budget, held until the client has taken the answer they are for; `None` (the
-/// connection closes) when the proxy is past its stop's grace or they are more than the budget.
-async fn reserve(bytes: usize, conn: &Conn<'_>, addr: &HostPort) -> Option<Reservation> {
-    let shared = conn.shared;
-    let reservation = tokio::select! {
-        r = shared.budget.reserve(bytes) => r,
-        () = shared.grace_over() => return None,
-    };
-    if reservation.is_none() {
-        warn!(
-            peer = %conn.peer, upstream = %addr,
-            "closing connection: a response frame of {bytes} bytes is larger than the buffer memory"
-        );
-    }
-    reservation
-}
-
-/// Logs why the broker's answer was not read.
-fn from_broker(why: BodyError, conn: &Conn<'_>, addr: &HostPort) {
-    debug!(peer = %conn.peer, upstream = %addr, "closing connection: from the broker: {why}");
-}
-
-/// Logs why the broker's answer cannot be forwarded.
-fn refused(bad: BadAnswer, conn: &Conn<'_>, addr: &HostPort) {
-    let peer = conn.peer;
-    match bad {
-        BadAnswer::CorrelationId { got, expected } => warn!(
-            %peer, upstream = %addr,
-            "closing connection: the broker answered correlation id {got}, expected {expected}"
-        ),
-        BadAnswer::Rewrite(head, e) => warn!(
-            %peer, upstream = %addr,
-            "closing connection: the broker's response to api key {} v{} (correlation id {}): {e}",
-            head.api_key, head.version, head.correlation_id
-        ),
-    }
 }
 
 /// The next answer owed, or `None` once the request side has ended and every answer is
@@ -401,12 +404,9 @@ async fn write_client<W: AsyncWrite + Unpin>(
             write_part(client, bytes, idle).await
         }
     };
-    let write = tokio::select! {
-        r = write => r,
-        () = shared.grace_over() => {
-            debug!(%peer, "closing connection: the client took no answer while stopping");
-            return false;
-        }
+    let Some(write) = or_stop(shared.grace_over(), write).await else {
+        debug!(%peer, "closing connection: the client took no answer while stopping");
+        return false;
     };
     match write {
         Ok(()) => {
@@ -441,5 +441,220 @@ impl Advertise for Learn<'_> {
 
     fn topic(&mut self, name: Option<&str>, id: [u8; 16], partitions: u32) {
         self.0.quotas.topics.learn(name, id, partitions);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use kafka_protocol::messages::{
+        ApiKey, FetchRequest, FetchResponse, HeartbeatRequest, HeartbeatResponse, ProduceResponse,
+    };
+    use kquota::{Alteration, Entity, EntityName};
+    use tokio::io::{AsyncWriteExt, DuplexStream};
+    use tokio::sync::{Semaphore, SemaphorePermit};
+
+    use super::super::frames::FrameReader;
+    use super::super::testing::{
+        answer_id, decided, decoded, fetch_answer, in_memory, next_frame, produce, request,
+        response, Harness,
+    };
+    use super::*;
+
+    /// How long a test waits for what must come.
+    const SOON: Duration = Duration::from_secs(10);
+
+    fn quota(key: &str, bytes_per_s: f64) -> Vec<Alteration> {
+        vec![Alteration::new(&Entity::User(EntityName::Default)).set(key, bytes_per_s)]
+    }
+
+    fn heartbeat(id: i32) -> kquota_host::Frame {
+        request(ApiKey::Heartbeat, 4, id, &HeartbeatRequest::default())
+    }
+
+    fn heartbeat_answer(id: i32) -> Bytes {
+        response(ApiKey::Heartbeat, 4, id, &HeartbeatResponse::default())
+    }
+
+    /// A Fetch of up to 50 MiB, v12 (its answer names no leaders).
+    fn fetch(id: i32) -> kquota_host::Frame {
+        let fetch = FetchRequest::default().with_max_bytes(52_428_800);
+        request(ApiKey::Fetch, 12, id, &fetch)
+    }
+
+    /// The next answer the client is written.
+    async fn answered(app: &mut DuplexStream) -> Bytes {
+        tokio::time::timeout(SOON, next_frame(app))
+            .await
+            .expect("an answer written")
+    }
+
+    /// A place among the answers owed.
+    fn place(owed: &Semaphore) -> SemaphorePermit<'_> {
+        owed.try_acquire().expect("room for another answer")
+    }
+
+    /// Runs the answer side of `h`'s connection, from an in-memory broker already connected to
+    /// an in-memory client, alongside `test` (given the places among the answers owed, their
+    /// queue, the connection, the broker's end and the client's end); ends once the answer side
+    /// has, after `test`.
+    async fn drive<F>(h: &Harness, test: F)
+    where
+        F: for<'q> AsyncFnOnce(
+            &'q Semaphore,
+            mpsc::Sender<Owed<'q>>,
+            &'q Conn<'q>,
+            DuplexStream,
+            DuplexStream,
+        ),
+    {
+        let conn = h.conn();
+        let owed = Semaphore::new(8);
+        let (tx, queue) = mpsc::channel(8);
+        let (client, app) = tokio::io::duplex(1 << 20);
+        let (broker, kafka) = in_memory();
+        let (from_broker, _) = broker.split();
+        let (reader, connected) = oneshot::channel();
+        assert!(reader.send(FrameReader::new(from_broker)).is_ok());
+        let addr = HostPort {
+            host: "kafka".to_owned(),
+            port: 9092,
+        };
+        let side = forward(connected, client, queue, &conn, &addr);
+        tokio::join!(side, test(&owed, tx, &conn, kafka, app));
+    }
+
+    #[tokio::test]
+    async fn answers_go_to_the_client_in_request_order_the_proxys_own_among_the_brokers() {
+        let h = Harness::new(&[]);
+        drive(&h, async |owed, queue, conn, mut kafka, mut app| {
+            let first = decided(&conn.decisions, &mut heartbeat(1));
+            queue.send((first, place(owed))).await.unwrap();
+            let own = Pending::Local {
+                api_key: ApiKey::Heartbeat as i16,
+                bytes: heartbeat_answer(2),
+                throttle_ms: 0,
+            };
+            queue.send((own, place(owed))).await.unwrap();
+            let third = decided(&conn.decisions, &mut heartbeat(3));
+            queue.send((third, place(owed))).await.unwrap();
+            // The broker answers its two at once; the proxy's own goes between them.
+            kafka.write_all(&heartbeat_answer(1)).await.unwrap();
+            kafka.write_all(&heartbeat_answer(3)).await.unwrap();
+            let order = [
+                answer_id(&answered(&mut app).await),
+                answer_id(&answered(&mut app).await),
+                answer_id(&answered(&mut app).await),
+            ];
+            assert_eq!(order, [1, 2, 3]);
+            assert_eq!(
+                owed.available_permits(),
+                8,
+                "every place given back once written"
+            );
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_throttled_fetch_is_answered_empty_its_broker_answer_drained_and_the_client_muted() {
+        let h = Harness::new(&quota("consumer_byte_rate", 1_000.0));
+        drive(&h, async |owed, queue, conn, mut kafka, mut app| {
+            // One answer read whole, one (over PASS_FROM) decided from its head and drained.
+            for (id, records) in [(5, 4_000), (6, 200_000)] {
+                let fetched = decided(&conn.decisions, &mut fetch(id));
+                queue.send((fetched, place(owed))).await.unwrap();
+                let wire = fetch_answer(12, id, records);
+                assert_eq!(wire.len() > PASS_FROM, records > PASS_FROM);
+                kafka.write_all(&wire).await.unwrap();
+                let answer = answered(&mut app).await;
+                assert_eq!(answer_id(&answer), id);
+                let r: FetchResponse = decoded(ApiKey::Fetch, 12, answer);
+                assert!(r.responses.is_empty(), "KIP-219: answered empty");
+                assert!(r.throttle_time_ms > 0);
+                // Muted for the throttle the answer carries, on the meter's clock.
+                let muted = conn.decisions.muted_for();
+                assert_eq!(
+                    muted,
+                    Some(Duration::from_millis(r.throttle_time_ms as u64))
+                );
+            }
+            // The drained answer was taken whole from the broker: the next one reads.
+            let next = decided(&conn.decisions, &mut heartbeat(7));
+            queue.send((next, place(owed))).await.unwrap();
+            kafka.write_all(&heartbeat_answer(7)).await.unwrap();
+            assert_eq!(answer_id(&answered(&mut app).await), 7);
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_large_answer_within_the_quota_is_passed_on_unchanged() {
+        let h = Harness::new(&quota("consumer_byte_rate", 100_000_000.0));
+        drive(&h, async |owed, queue, conn, mut kafka, mut app| {
+            let fetched = decided(&conn.decisions, &mut fetch(5));
+            queue.send((fetched, place(owed))).await.unwrap();
+            let wire = fetch_answer(12, 5, 300_000);
+            let sent = wire.clone();
+            let (_, got) = tokio::join!(kafka.write_all(&sent), answered(&mut app));
+            assert!(got == wire, "the answer changed on the way");
+            assert_eq!(conn.decisions.muted_for(), None);
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn the_request_side_is_told_once_an_answer_it_waits_for_is_written_and_the_client_muted()
+    {
+        let h = Harness::new(&quota("producer_byte_rate", 1_000.0));
+        drive(&h, async |owed, queue, conn, mut kafka, mut app| {
+            let frame = &mut request(ApiKey::Produce, 9, 3, &produce(1_200, 1));
+            let Pending::Upstream(mut f) = decided(&conn.decisions, frame) else {
+                panic!("a Produce is forwarded");
+            };
+            assert!(f.one_at_a_time());
+            let (tx, mut told) = oneshot::channel();
+            f.read_on = ReadOn::Answered(tx);
+            queue
+                .send((Pending::Upstream(f), place(owed)))
+                .await
+                .unwrap();
+            assert!(told.try_recv().is_err(), "told before the answer");
+            let wire = response(ApiKey::Produce, 9, 3, &ProduceResponse::default());
+            kafka.write_all(&wire).await.unwrap();
+            let answer = answered(&mut app).await;
+            tokio::time::timeout(SOON, told)
+                .await
+                .expect("told")
+                .expect("told, not dropped");
+            let r: ProduceResponse = decoded(ApiKey::Produce, 9, answer);
+            let throttle = r.throttle_time_ms as u64;
+            assert!(throttle > 0, "the Produce is throttled");
+            assert_eq!(
+                conn.decisions.muted_for(),
+                Some(Duration::from_millis(throttle))
+            );
+            h.clock.advance(throttle);
+            assert_eq!(conn.decisions.muted_for(), None);
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn an_answer_to_another_request_closes_the_connection() {
+        let h = Harness::new(&[]);
+        drive(&h, async |owed, queue, conn, mut kafka, mut app| {
+            let first = decided(&conn.decisions, &mut heartbeat(1));
+            queue.send((first, place(owed))).await.unwrap();
+            kafka.write_all(&heartbeat_answer(2)).await.unwrap();
+            let mut byte = [0u8; 1];
+            let end =
+                tokio::time::timeout(SOON, tokio::io::AsyncReadExt::read(&mut app, &mut byte));
+            assert!(
+                matches!(end.await, Ok(Ok(0))),
+                "the client's side is closed, nothing written"
+            );
+        })
+        .await;
     }
 }

@@ -678,21 +678,18 @@ fn fetch_throttle(out: &Bytes, version: i16) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use bytes::BytesMut;
     use kafka_protocol::messages::create_topics_request::CreatableTopic;
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::{
         CreateTopicsRequest, CreateTopicsResponse, FetchRequest as KFetchRequest, FetchResponse,
-        MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader,
-        SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-        SaslHandshakeResponse, TopicName,
+        MetadataResponse, ProduceResponse, SaslAuthenticateRequest, SaslAuthenticateResponse,
+        SaslHandshakeRequest, SaslHandshakeResponse, TopicName,
     };
-    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-    use kquota::meter::{ManualClock, MeterConfig};
-    use kquota::{Alteration, Engine, Entity, EntityName};
+    use kquota::meter::ManualClock;
+    use kquota::{Alteration, Entity, EntityName};
 
+    use super::super::testing::{
+        decoded, fetch_answer, manual_quotas, produce, request, response, s, NoBrokers,
+    };
     use super::*;
     use crate::messages::header;
 
@@ -705,17 +702,9 @@ mod tests {
 
     impl Fixture {
         fn new(quotas: &[Alteration]) -> Fixture {
-            let engine = Arc::new(Engine::new());
-            let results = engine.alter(quotas, false);
-            assert!(results.iter().all(|r| r.error.is_none()), "{results:?}");
-            let clock = Arc::new(ManualClock::new(1_000));
-            let config = MeterConfig::builder()
-                .window_samples(2)
-                .window_size(Duration::from_millis(500))
-                .build()
-                .unwrap();
+            let (quotas, clock) = manual_quotas(quotas);
             Fixture {
-                quotas: Quotas::for_tests(engine, clock.clone(), config, Vec::new()),
+                quotas,
                 clock,
                 stats: Stats::default(),
             }
@@ -730,71 +719,12 @@ mod tests {
         Entity::User(EntityName::named(name).unwrap())
     }
 
-    fn s(text: &str) -> StrBytes {
-        StrBytes::from_string(text.to_owned())
-    }
-
-    /// A request frame, size prefix included, from client `app`.
-    fn request<M: Encodable>(key: ApiKey, version: i16, id: i32, m: &M) -> Frame {
-        let mut out = BytesMut::from(&[0u8; 4][..]);
-        RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(id)
-            .with_client_id(Some(s("app")))
-            .encode(&mut out, key.request_header_version(version))
-            .unwrap();
-        m.encode(&mut out, version).unwrap();
-        let size = (out.len() - 4) as u32;
-        out[..4].copy_from_slice(&size.to_be_bytes());
-        Frame::from(out.to_vec())
-    }
-
-    /// A response frame, size prefix included.
-    fn response<M: Encodable>(key: ApiKey, version: i16, id: i32, m: &M) -> Bytes {
-        let mut out = BytesMut::from(&[0u8; 4][..]);
-        ResponseHeader::default()
-            .with_correlation_id(id)
-            .encode(&mut out, key.response_header_version(version))
-            .unwrap();
-        m.encode(&mut out, version).unwrap();
-        let size = (out.len() - 4) as u32;
-        out[..4].copy_from_slice(&size.to_be_bytes());
-        out.freeze()
-    }
-
-    fn decoded<M: Decodable>(key: ApiKey, version: i16, mut frame: Bytes) -> M {
-        let _ = frame.split_to(4);
-        ResponseHeader::decode(&mut frame, key.response_header_version(version)).unwrap();
-        M::decode(&mut frame, version).unwrap()
-    }
-
-    /// Brokers named in answers are not rewritten in these tests.
-    struct NoBrokers;
-    impl Advertise for NoBrokers {
-        fn advertise(&mut self, node: i32, host: &str, port: i32) -> Result<(String, i32), String> {
-            Ok((format!("{host}-{node}"), port))
-        }
-        fn topic(&mut self, _: Option<&str>, _: [u8; 16], _: u32) {}
-    }
-
     fn forwarded(d: &Decisions<'_>, frame: &mut Frame) -> Forwarded {
         let head = header::parse(&frame[4..]).unwrap();
         match d.request(&head, frame, Instant::now()).unwrap() {
             Pending::Upstream(f) => f,
             Pending::Local { .. } => panic!("answered by the proxy"),
         }
-    }
-
-    fn produce(records: usize, acks: i16) -> ProduceRequest {
-        ProduceRequest::default()
-            .with_acks(acks)
-            .with_timeout_ms(1_000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(TopicName(s("orders")))
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(0)
-                    .with_records(Some(Bytes::from(vec![7u8; records])))])])
     }
 
     /// Kafka's throttle for `bytes` recorded at once in a fresh 2 × 500 ms window at `limit`/s.
@@ -1116,16 +1046,6 @@ mod tests {
             d.plan(sent, &wire[4..], wire.len() - 4, Instant::now()),
             Ok(Plan::Whole(Rest::Decide(_)))
         ));
-    }
-
-    fn fetch_answer(version: i16, id: i32, records: usize) -> Bytes {
-        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-        let r = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
-            .with_topic(TopicName(s("orders")))
-            .with_partitions(vec![
-                PartitionData::default().with_records(Some(Bytes::from(vec![1u8; records])))
-            ])]);
-        response(ApiKey::Fetch, version, id, &r)
     }
 
     #[test]

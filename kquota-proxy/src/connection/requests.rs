@@ -11,12 +11,13 @@ use tokio::io::AsyncRead;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tracing::{debug, warn};
 
-use super::decide::{Pending, ReadOn};
+use super::conn::{Conn, Ended, Owed, Upstream};
+use super::decide::{Forwarded, Pending, ReadOn};
 use super::frames::{
     write_frame, BodyError, FrameReader, PassError, WriteError, PASS_CHUNK, PASS_FROM,
 };
 use super::sides::Socket;
-use super::{Conn, Ended, Owed, Upstream};
+use super::stop::or_stop;
 use crate::messages::header::{self, RequestHead};
 use crate::messages::rewrite;
 
@@ -62,10 +63,8 @@ where
         // body is read: at max_in_flight, or while the budget is spent, nothing more is read.
         // (In this order a request side that holds bytes never waits for an answer to be
         // written, so the budget cannot deadlock.)
-        let permit = tokio::select! {
-            biased;
-            () = shared.stopping() => return Ended::Stopping,
-            p = owed.acquire() => p,
+        let Some(permit) = or_stop(shared.stopping(), owed.acquire()).await else {
+            return Ended::Stopping;
         };
         let Ok(permit) = permit else {
             return Ended::Closed;
@@ -73,20 +72,17 @@ where
         // The request whole, or of a large Produce only its head: its records are passed to the
         // broker as they come, once the request is decided. A request that has not fully
         // arrived is not forwarded once the proxy stops.
-        let read = tokio::select! {
-            biased;
-            () = shared.stopping() => return Ended::Stopping,
-            r = read_request(&mut client, prefix, size, conn) => r,
+        let read = read_request(&mut client, prefix, size, conn);
+        let Some(read) = or_stop(shared.stopping(), read).await else {
+            return Ended::Stopping;
         };
         let Some((mut frame, reservation, rest)) = read else {
             return Ended::Closed;
         };
         shared.stats.bytes_from_client(4 + size);
         // A request read while the answer side throttled the client waits out the throttle.
-        tokio::select! {
-            biased;
-            () = shared.stopping() => return Ended::Stopping,
-            () = conn.unmuted() => {}
+        if or_stop(shared.stopping(), conn.unmuted()).await.is_none() {
+            return Ended::Stopping;
         }
         let started = Instant::now();
         let head = match header::parse(&frame[4..]) {
@@ -116,38 +112,22 @@ where
             }
         };
         let frame = frame.into_bytes();
-        // The answer this connection waits for before it reads on.
-        let mut answered = None;
-        let (mut pending, mut to_broker) = match pending {
-            Pending::Upstream(mut f) => {
-                if f.one_at_a_time() {
-                    let (tx, rx) = oneshot::channel();
-                    f.read_on = ReadOn::Answered(tx);
-                    answered = Some(rx);
-                }
-                if f.head.expects_response {
-                    (Some(Pending::Upstream(f)), true)
-                } else {
-                    // acks=0 gets no answer: it was metered, and the connection muted, when read.
-                    (None, true)
-                }
-            }
-            local => (Some(local), false),
-        };
+        let mut route = Route::of(pending);
         // A tool negotiates before it asks for quotas: with the cluster out of reach, the proxy
         // answers ApiVersions itself, so its own admin APIs stay served.
-        if to_broker && head.api_key == ApiKey::ApiVersions as i16 {
+        if route.to_broker() && head.api_key == ApiKey::ApiVersions as i16 {
             match api_versions_without_the_cluster(&mut upstream, &head, conn).await {
                 Err(ended) => return ended,
                 Ok(None) => {}
                 Ok(Some(own)) => {
-                    pending = Some(own);
-                    to_broker = false;
-                    answered = None;
+                    route = Route::Local(own);
                     negotiated_locally = true;
                 }
             }
         }
+        let to_broker = route.to_broker();
+        // The answer this connection waits for before it reads on.
+        let answered = route.wait_for_answer();
         if to_broker && negotiated_locally {
             // The versions it chose are not the cluster's: it reconnects and negotiates again.
             debug!(
@@ -162,7 +142,7 @@ where
                 return ended;
             }
         }
-        if let Some(pending) = pending {
+        if let Some(pending) = route.owed() {
             if queue.send((pending, permit)).await.is_err() {
                 // The answer side has ended: the connection is closing.
                 return Ended::Closed;
@@ -183,11 +163,59 @@ where
         if let Some(answered) = answered {
             // Nothing more is read until the answer is out and its throttle, if any, begun. An
             // answer side that ended drops the sender: the connection is closing.
-            tokio::select! {
-                biased;
-                () = shared.stopping() => return Ended::Stopping,
-                _ = answered => {}
+            if or_stop(shared.stopping(), answered).await.is_none() {
+                return Ended::Stopping;
             }
+        }
+    }
+}
+
+/// Where a decided request goes, and the answer owed for it.
+enum Route {
+    /// To the broker, whose answer is owed.
+    Broker(Forwarded),
+    /// To the broker, with no answer owed: a Produce with acks=0 (metered, and the connection
+    /// muted, when read).
+    Unanswered,
+    /// Nowhere: the proxy answers it itself.
+    Local(Pending),
+}
+
+impl Route {
+    /// The route of a request decided as `pending`.
+    fn of(pending: Pending) -> Route {
+        match pending {
+            Pending::Upstream(f) if f.head.expects_response => Route::Broker(f),
+            Pending::Upstream(_) => Route::Unanswered,
+            local => Route::Local(local),
+        }
+    }
+
+    /// Whether the request goes to the broker.
+    fn to_broker(&self) -> bool {
+        matches!(self, Route::Broker(_) | Route::Unanswered)
+    }
+
+    /// For a request nothing is read behind until it is answered (see
+    /// [`Forwarded::one_at_a_time`]): the channel its answer side tells once it is.
+    fn wait_for_answer(&mut self) -> Option<oneshot::Receiver<()>> {
+        let Route::Broker(f) = self else {
+            return None;
+        };
+        if !f.one_at_a_time() {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        f.read_on = ReadOn::Answered(tx);
+        Some(rx)
+    }
+
+    /// The answer owed, for the answer side's queue.
+    fn owed(self) -> Option<Pending> {
+        match self {
+            Route::Broker(f) => Some(Pending::Upstream(f)),
+            Route::Unanswered => None,
+            Route::Local(local) => Some(local),
         }
     }
 }
@@ -286,12 +314,10 @@ async fn pass_rest<R: AsyncRead + Socket + Unpin>(
     // Allocated only if the bytes are copied rather than spliced.
     let mut chunk = Vec::new();
     let writer = upstream.writer(conn).await?;
-    let passed = tokio::select! {
-        r = client.pass(rest, Some(writer), &mut chunk, shared.config.idle_timeout) => r,
-        () = shared.grace_over() => {
-            debug!(%peer, "closing connection: a request not passed on while stopping");
-            return Err(Ended::Closed);
-        }
+    let pass = client.pass(rest, Some(writer), &mut chunk, shared.config.idle_timeout);
+    let Some(passed) = or_stop(shared.grace_over(), pass).await else {
+        debug!(%peer, "closing connection: a request not passed on while stopping");
+        return Err(Ended::Closed);
     };
     match passed {
         Ok(()) => Ok(()),
@@ -327,26 +353,33 @@ async fn next_prefix<R: AsyncRead + Socket + Unpin>(
         let idle = tokio::time::sleep(config.idle_timeout);
         tokio::pin!(idle);
         loop {
-            tokio::select! {
-                biased;
-                () = shared.stopping() => return Err(Ended::Stopping),
-                () = conn.unmuted() => break,
-                () = &mut idle, if nothing_owed() => {
-                    debug!(%peer, "closing idle connection (throttled)");
-                    return Err(Ended::Closed);
+            // Ok(true) once unmuted; Ok(false) when some of the prefix was read ahead.
+            let muted = async {
+                tokio::select! {
+                    biased;
+                    () = conn.unmuted() => Ok(true),
+                    () = &mut idle, if nothing_owed() => {
+                        debug!(%peer, "closing idle connection (throttled)");
+                        Err(Ended::Closed)
+                    }
+                    r = client.fill_prefix(), if !client.has_prefix() => match r {
+                        Ok(true) => Ok(false),
+                        Ok(false) | Err(_) => Err(Ended::Closed),
+                    },
                 }
-                r = client.fill_prefix(), if !client.has_prefix() => match r {
-                    Ok(true) => {}
-                    Ok(false) | Err(_) => return Err(Ended::Closed),
-                },
+            };
+            let Some(muted) = or_stop(shared.stopping(), muted).await else {
+                return Err(Ended::Stopping);
+            };
+            if muted? {
+                break;
             }
         }
     }
     while !client.has_prefix() {
-        let read = tokio::select! {
-            biased;
-            () = shared.stopping() => return Err(Ended::Stopping),
-            r = tokio::time::timeout(config.idle_timeout, client.fill_prefix()) => r,
+        let fill = tokio::time::timeout(config.idle_timeout, client.fill_prefix());
+        let Some(read) = or_stop(shared.stopping(), fill).await else {
+            return Err(Ended::Stopping);
         };
         match read {
             Err(_) if !client.started() && !nothing_owed() => continue,
@@ -370,12 +403,10 @@ async fn to_the_broker(
     let shared = conn.shared;
     let peer = conn.peer;
     let writer = upstream.writer(conn).await?;
-    let write = tokio::select! {
-        r = write_frame(writer, frame, shared.config.idle_timeout) => r,
-        () = shared.grace_over() => {
-            debug!(%peer, "closing connection: the broker took no request while stopping");
-            return Err(Ended::Closed);
-        }
+    let write = write_frame(writer, frame, shared.config.idle_timeout);
+    let Some(write) = or_stop(shared.grace_over(), write).await else {
+        debug!(%peer, "closing connection: the broker took no request while stopping");
+        return Err(Ended::Closed);
     };
     match write {
         Ok(()) => {
@@ -419,4 +450,273 @@ async fn admin(conn: &Conn<'_>, head: &RequestHead, frame: Frame) -> Result<Pend
         bytes: answer,
         throttle_ms: 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use kafka_protocol::messages::{HeartbeatRequest, MetadataRequest};
+    use kquota::{Alteration, Entity, EntityName};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+    use super::super::testing::{in_memory, next_frame, produce, request, request_id, Harness};
+    use super::*;
+    use crate::HostPort;
+
+    /// How long a test waits to see that nothing comes.
+    const QUIET: Duration = Duration::from_millis(300);
+
+    /// How long a test waits for what must come.
+    const SOON: Duration = Duration::from_secs(10);
+
+    fn metadata(id: i32) -> Frame {
+        request(ApiKey::Metadata, 12, id, &MetadataRequest::default())
+    }
+
+    fn heartbeat(id: i32) -> Frame {
+        request(ApiKey::Heartbeat, 4, id, &HeartbeatRequest::default())
+    }
+
+    fn producer_quota(bytes_per_s: f64) -> Vec<Alteration> {
+        vec![Alteration::new(&Entity::User(EntityName::Default))
+            .set("producer_byte_rate", bytes_per_s)]
+    }
+
+    /// Whether nothing arrives from `from` for a while.
+    async fn quiet(from: &mut DuplexStream) -> bool {
+        let mut byte = [0u8; 1];
+        tokio::time::timeout(QUIET, from.read(&mut byte))
+            .await
+            .is_err()
+    }
+
+    /// The next request the broker is sent: its correlation id.
+    async fn forwarded(broker: &mut DuplexStream) -> i32 {
+        let frame = tokio::time::timeout(SOON, next_frame(broker))
+            .await
+            .expect("a request forwarded");
+        request_id(&frame)
+    }
+
+    /// The next answer owed, in the queue: its correlation id, whether the proxy makes it, and
+    /// its place among the answers owed.
+    async fn queued<'a>(queue: &mut mpsc::Receiver<Owed<'a>>) -> (i32, bool, Owed<'a>) {
+        let owed = tokio::time::timeout(SOON, queue.recv())
+            .await
+            .expect("an answer queued")
+            .expect("the queue open");
+        let (id, local) = match &owed.0 {
+            Pending::Upstream(f) => (f.head.correlation_id, false),
+            Pending::Local { bytes, .. } => (
+                i32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
+                true,
+            ),
+        };
+        (id, local, owed)
+    }
+
+    /// Runs the request side of `h`'s connection, from an in-memory client to an in-memory
+    /// broker already connected, alongside `test` (given the client's end, the broker's end, and
+    /// the queue of answers owed); what the request side ended with, if it ended first.
+    async fn drive<F>(h: &Harness, max_in_flight: usize, test: F) -> Option<Ended>
+    where
+        F: for<'q> AsyncFnOnce(DuplexStream, DuplexStream, mpsc::Receiver<Owed<'q>>),
+    {
+        let conn = h.conn();
+        let owed = Semaphore::new(max_in_flight);
+        let (tx, queue) = mpsc::channel(max_in_flight);
+        let (client, app) = tokio::io::duplex(1 << 20);
+        let (broker, kafka) = in_memory();
+        let (_, to_broker) = broker.split();
+        let upstream = Upstream::Connected(to_broker);
+        let side = forward(FrameReader::new(client), upstream, tx, &owed, &conn);
+        tokio::select! {
+            ended = side => Some(ended),
+            () = test(app, kafka, queue) => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn requests_are_forwarded_as_they_come_until_max_in_flight_answers_are_owed() {
+        let h = Harness::new(&[]);
+        let ended = drive(&h, 2, async |mut app, mut kafka, mut queue| {
+            for id in 1..=3 {
+                app.write_all(&metadata(id)).await.unwrap();
+            }
+            assert_eq!(forwarded(&mut kafka).await, 1);
+            assert_eq!(forwarded(&mut kafka).await, 2);
+            assert!(
+                quiet(&mut kafka).await,
+                "a third request read with two answers owed"
+            );
+            let (first, local, owed) = queued(&mut queue).await;
+            assert_eq!((first, local), (1, false));
+            // The first answer written: its place is free, and the third is read.
+            drop(owed);
+            assert_eq!(forwarded(&mut kafka).await, 3);
+            let order = [queued(&mut queue).await.0, queued(&mut queue).await.0];
+            assert_eq!(order, [2, 3], "the answers are owed in request order");
+        })
+        .await;
+        assert_eq!(ended, None);
+    }
+
+    #[tokio::test]
+    async fn nothing_is_read_behind_a_produce_whose_answer_may_be_throttled_until_it_is_answered() {
+        let h = Harness::new(&producer_quota(1_000.0));
+        let ended = drive(&h, 8, async |mut app, mut kafka, mut queue| {
+            app.write_all(&request(ApiKey::Produce, 9, 1, &produce(1_200, 1)))
+                .await
+                .unwrap();
+            app.write_all(&heartbeat(2)).await.unwrap();
+            assert_eq!(forwarded(&mut kafka).await, 1);
+            assert!(
+                quiet(&mut kafka).await,
+                "read behind a Produce that may be throttled"
+            );
+            let (id, _, (pending, _permit)) = queued(&mut queue).await;
+            assert_eq!(id, 1);
+            let Pending::Upstream(f) = pending else {
+                panic!("the Produce is the broker's to answer");
+            };
+            let ReadOn::Answered(answered) = f.read_on else {
+                panic!("the Produce's answer is waited for");
+            };
+            // The answer side has written its answer.
+            answered.send(()).unwrap();
+            assert_eq!(forwarded(&mut kafka).await, 2);
+        })
+        .await;
+        assert_eq!(ended, None);
+    }
+
+    #[tokio::test]
+    async fn requests_are_pipelined_behind_a_produce_whose_answer_cannot_be_throttled() {
+        let h = Harness::new(&producer_quota(1_000_000.0));
+        let ended = drive(&h, 8, async |mut app, mut kafka, mut queue| {
+            app.write_all(&request(ApiKey::Produce, 9, 1, &produce(1_200, 1)))
+                .await
+                .unwrap();
+            app.write_all(&heartbeat(2)).await.unwrap();
+            assert_eq!(forwarded(&mut kafka).await, 1);
+            assert_eq!(forwarded(&mut kafka).await, 2, "not read until an answer");
+            assert_eq!(queued(&mut queue).await.0, 1);
+            assert_eq!(queued(&mut queue).await.0, 2);
+        })
+        .await;
+        assert_eq!(ended, None);
+    }
+
+    #[tokio::test]
+    async fn a_produce_with_acks_0_is_forwarded_and_owes_no_answer() {
+        let h = Harness::new(&[]);
+        let ended = drive(&h, 8, async |mut app, mut kafka, mut queue| {
+            app.write_all(&request(ApiKey::Produce, 9, 1, &produce(100, 0)))
+                .await
+                .unwrap();
+            app.write_all(&heartbeat(2)).await.unwrap();
+            assert_eq!(forwarded(&mut kafka).await, 1);
+            assert_eq!(forwarded(&mut kafka).await, 2);
+            assert_eq!(
+                queued(&mut queue).await.0,
+                2,
+                "the first answer owed is the Heartbeat's"
+            );
+        })
+        .await;
+        assert_eq!(ended, None);
+    }
+
+    #[tokio::test]
+    async fn a_muted_client_is_not_read_until_the_meters_clock_is_past_its_throttle() {
+        let h = Harness::new(&[]);
+        let conn = h.conn();
+        // A throttled answer was written (KIP-219): the connection is muted for 200 ms of the
+        // meter's clock, which stands still.
+        conn.decisions.mute(200);
+        let owed = Semaphore::new(8);
+        let (tx, mut queue) = mpsc::channel(8);
+        let (client, mut app) = tokio::io::duplex(1 << 20);
+        let (broker, mut kafka) = in_memory();
+        let (_, to_broker) = broker.split();
+        let side = forward(
+            FrameReader::new(client),
+            Upstream::Connected(to_broker),
+            tx,
+            &owed,
+            &conn,
+        );
+        let test = async {
+            app.write_all(&heartbeat(1)).await.unwrap();
+            // Longer than the throttle in real time: the mute is the meter's clock's.
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            assert!(quiet(&mut kafka).await, "read while muted");
+            assert!(queue.try_recv().is_err(), "decided while muted");
+            h.clock.advance(199);
+            assert!(quiet(&mut kafka).await, "read before the throttle is over");
+            h.clock.advance(1);
+            assert_eq!(forwarded(&mut kafka).await, 1);
+        };
+        tokio::select! {
+            ended = side => panic!("the request side ended: {ended:?}"),
+            () = test => {}
+        }
+    }
+
+    #[tokio::test]
+    async fn the_stop_ends_the_request_side_and_a_request_not_read_whole_is_not_forwarded() {
+        let h = Harness::new(&[]);
+        let ended = drive(&h, 8, async |mut app, mut kafka, queue| {
+            let frame = heartbeat(1);
+            app.write_all(&frame[..frame.len() - 3]).await.unwrap();
+            assert!(quiet(&mut kafka).await);
+            h.stop();
+            // The request side ends at once, its request unread; the test waits for ever if not.
+            std::future::pending::<()>().await;
+            drop(queue);
+        })
+        .await;
+        assert_eq!(ended, Some(Ended::Stopping));
+    }
+
+    #[tokio::test]
+    async fn api_versions_is_answered_by_the_proxy_while_the_cluster_is_away_then_the_cluster_closes_it(
+    ) {
+        let h = Harness::with(&[], |c| {
+            c.connect_timeout = Duration::from_secs(2);
+        });
+        let conn = h.conn();
+        // Nothing listens on port 1 of the loopback: the connect is refused.
+        let away = HostPort {
+            host: "127.0.0.1".to_owned(),
+            port: 1,
+        };
+        let (upstream, _connected) = Upstream::unconnected(&away);
+        let owed = Semaphore::new(8);
+        let (tx, mut queue) = mpsc::channel(8);
+        let (client, mut app) = tokio::io::duplex(1 << 20);
+        let side = forward(FrameReader::new(client), upstream, tx, &owed, &conn);
+        let test = async {
+            let versions = request(
+                ApiKey::ApiVersions,
+                3,
+                7,
+                &kafka_protocol::messages::ApiVersionsRequest::default(),
+            );
+            app.write_all(&versions).await.unwrap();
+            let (id, local, _owed) = queued(&mut queue).await;
+            assert_eq!((id, local), (7, true), "answered by the proxy itself");
+            assert!(h.shared.reach.why_down().is_some(), "the cluster is down");
+            // A request for the cluster: the client negotiated with the proxy, not with it.
+            app.write_all(&metadata(8)).await.unwrap();
+            std::future::pending::<()>().await;
+        };
+        let ended = tokio::select! {
+            ended = side => ended,
+            () = test => unreachable!(),
+        };
+        assert_eq!(ended, Ended::Closed);
+        assert!(queue.try_recv().is_err(), "nothing owed for the Metadata");
+    }
 }
