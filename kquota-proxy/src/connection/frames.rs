@@ -319,3 +319,144 @@ pub(super) async fn write_part<W: AsyncWrite + Unpin>(
         Err(_) => Err(WriteError::Stalled),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::DuplexStream;
+
+    use super::*;
+
+    const IDLE: Duration = Duration::from_secs(10);
+
+    /// `n` bytes no two neighbours of which are alike.
+    fn bytes(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 7 % 251) as u8).collect()
+    }
+
+    /// Frames read from an in-memory stream, and its peer.
+    fn in_memory() -> (FrameReader<DuplexStream>, DuplexStream) {
+        let (ours, theirs) = tokio::io::duplex(1 << 20);
+        (FrameReader::new(ours), theirs)
+    }
+
+    #[tokio::test]
+    async fn a_pass_between_streams_that_are_not_plain_sockets_copies_through_the_chunk() {
+        let (mut from, mut sender) = in_memory();
+        let (mut to, mut receiver) = tokio::io::duplex(1 << 20);
+        let sent = bytes(300_000);
+        let expected = sent.clone();
+        let sending = tokio::spawn(async move { sender.write_all(&sent).await.map(|()| sender) });
+        let mut chunk = Vec::new();
+        let passed = from.pass(expected.len(), Some(&mut to), &mut chunk, IDLE);
+        let mut got = vec![0; expected.len()];
+        let (passed, read) = tokio::join!(passed, receiver.read_exact(&mut got));
+        assert!(passed.is_ok());
+        read.unwrap();
+        assert!(got == expected, "the bytes changed on the way");
+        assert!(
+            chunk.capacity() >= PASS_CHUNK,
+            "no socket to splice between: copied through the chunk"
+        );
+        drop(sending.await.unwrap().unwrap());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_pass_between_plain_sockets_is_spliced_and_copies_nothing() {
+        use super::super::sides::{loopback_pair, Side};
+
+        let (mut sender, near) = loopback_pair().await;
+        let (far, mut receiver) = loopback_pair().await;
+        let (read, _w) = Side::Tcp(near).split();
+        let (_r, mut write) = Side::Tcp(far).split();
+        let mut from = FrameReader::new(read);
+        let sent = bytes(1 << 20);
+        let expected = sent.clone();
+        let sending = tokio::spawn(async move { sender.write_all(&sent).await.map(|()| sender) });
+        let receiving = tokio::spawn(async move {
+            let mut got = vec![0; 1 << 20];
+            receiver.read_exact(&mut got).await.map(|_| got)
+        });
+        let mut chunk = Vec::new();
+        let passed = from.pass(1 << 20, Some(&mut write), &mut chunk, IDLE).await;
+        assert!(passed.is_ok());
+        assert!(
+            receiving.await.unwrap().unwrap() == expected,
+            "the bytes changed on the way"
+        );
+        assert_eq!(chunk.capacity(), 0, "spliced: the chunk was never needed");
+        drop(sending.await.unwrap().unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_frame_drained_leaves_the_next_one_whole() {
+        let (mut from, mut sender) = in_memory();
+        let next = [&7u32.to_be_bytes()[..], b"kquota!"].concat();
+        sender.write_all(&bytes(100_000)).await.unwrap();
+        sender.write_all(&next).await.unwrap();
+        let mut chunk = Vec::new();
+        let drained = from
+            .pass::<DuplexStream>(100_000, None, &mut chunk, IDLE)
+            .await;
+        assert!(drained.is_ok());
+        assert!(from.fill_prefix().await.unwrap());
+        let prefix = from.take_prefix();
+        let Ok(frame) = from.body(prefix, 7, IDLE).await else {
+            panic!("the next frame does not read");
+        };
+        assert_eq!(&frame[..], &next[..]);
+    }
+
+    #[tokio::test]
+    async fn a_size_prefix_that_comes_in_pieces_is_kept_across_cancelled_reads() {
+        let (mut from, mut sender) = in_memory();
+        sender.write_all(&[0, 0]).await.unwrap();
+        let short = Duration::from_millis(50);
+        assert!(
+            tokio::time::timeout(short, from.fill_prefix())
+                .await
+                .is_err(),
+            "half a prefix is not a prefix"
+        );
+        assert!(from.started() && !from.has_prefix());
+        sender.write_all(&[1, 2]).await.unwrap();
+        assert!(from.fill_prefix().await.unwrap());
+        assert_eq!(from.take_prefix(), [0, 0, 1, 2]);
+        assert!(!from.started(), "ready for the next frame");
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_closes_within_a_frame_truncates_it_and_one_that_sends_nothing_stalls_it() {
+        let (mut from, mut sender) = in_memory();
+        sender.write_all(&[1, 2, 3]).await.unwrap();
+        let short = Duration::from_millis(100);
+        let stalled = from.body(10u32.to_be_bytes(), 10, short).await;
+        assert!(matches!(stalled, Err(BodyError::Stalled)));
+        let (mut from, mut sender) = in_memory();
+        sender.write_all(&[1, 2, 3]).await.unwrap();
+        drop(sender);
+        let truncated = from.body(10u32.to_be_bytes(), 10, IDLE).await;
+        assert!(matches!(truncated, Err(BodyError::Truncated)));
+        let (mut from, mut sender) = in_memory();
+        sender.write_all(&[1, 2, 3]).await.unwrap();
+        drop(sender);
+        let mut chunk = Vec::new();
+        let passed = from.pass::<DuplexStream>(10, None, &mut chunk, IDLE).await;
+        assert!(matches!(passed, Err(PassError::From(BodyError::Truncated))));
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_takes_nothing_stalls_a_write_and_a_pass() {
+        // Room for 16 bytes, and nobody reading them.
+        let (mut to, _receiver) = tokio::io::duplex(16);
+        let short = Duration::from_millis(100);
+        let written = write_frame(&mut to, &bytes(1_000), short).await;
+        assert!(matches!(written, Err(WriteError::Stalled)));
+        let (mut from, mut sender) = in_memory();
+        sender.write_all(&bytes(1_000)).await.unwrap();
+        let (mut to, _receiver) = tokio::io::duplex(16);
+        let mut chunk = Vec::new();
+        let passed = from.pass(1_000, Some(&mut to), &mut chunk, short).await;
+        assert!(matches!(passed, Err(PassError::To(WriteError::Stalled))));
+    }
+}

@@ -6,7 +6,8 @@
 //! answer, and the connection not read while the client is throttled.
 //!
 //! Two thin loops move the bytes, [`requests`] (client to broker) and [`answers`] (broker to
-//! client), over [`frames`]; every decision is [`decide`]'s.
+//! client), over [`frames`]; every decision is [`decide`]'s. What the two share is [`conn`]'s,
+//! and every wait a stop may cut short goes through [`stop`].
 
 mod answers;
 mod conn;
