@@ -17,7 +17,7 @@
 //! | the engine, with its configuration from the store, the configuration log or memory | [`open_engine`] | — |
 //! | the metrics and health listener: `/metrics` (OpenMetrics, or the classic text format), `/healthz`, `/readyz` | [`http`] | — |
 //! | TLS listeners from PEM files or inline PEM, errors naming the setting | [`tls`] | `ssl.keystore.*`, `ssl.truststore.*`, `ssl.client.auth` |
-//! | a settings file (`--config`): Java properties, with the lines a server should not guess at refused | [`read_settings`] | — |
+//! | settings: a file (`--config`) of Java properties with the lines a server should not guess at refused, the value parsers, the refusals, the table of keys and flags | [`settings`], [`read_settings`] | — |
 //! | how a command ends: exit status 2 for a usage error, clap's refusals on one line | [`exit`] | — |
 //!
 //! It is a crate of its own, not `kquotad`'s library, so that the proxy does not build the
@@ -47,7 +47,7 @@ mod open;
 #[cfg(feature = "server")]
 mod reload;
 #[cfg(feature = "server")]
-mod settings_file;
+pub mod settings;
 #[cfg(feature = "server")]
 mod shutdown;
 #[cfg(feature = "server")]
@@ -75,7 +75,7 @@ pub use crate::reload::{
     reload_all, reload_on_signal, reload_signal, Reload, ReloadSignal, Reloadable,
 };
 #[cfg(feature = "server")]
-pub use crate::settings_file::{read_settings, LineProblem, SettingsFileError};
+pub use crate::settings::{read_settings, LineProblem, SettingsFileError};
 #[cfg(feature = "server")]
 pub use crate::shutdown::{channel, signal, Shutdown, Stop, SHUTDOWN_GRACE};
 #[cfg(feature = "server")]

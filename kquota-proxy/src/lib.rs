@@ -15,7 +15,7 @@
 //! The proxy listens on a bootstrap address and on one address per broker of the cluster. Each
 //! client connection gets its own connection to the broker its listener stands for (the bootstrap
 //! listener's: the cluster's bootstrap address), and every request and every response crosses it
-//! unchanged, as its bytes, in order, pipelined (up to [`ProxyConfig::max_in_flight`] requests
+//! unchanged, as its bytes, in order, pipelined (up to [`ProxySettings::max_in_flight`] requests
 //! unanswered per connection) — except the responses that name brokers, in which each broker's
 //! host and port are replaced by the proxy's listener for that broker, so that clients stay on
 //! the proxy:
@@ -32,20 +32,20 @@
 //! The versions are those `kafka-protocol` 0.18 decodes; ApiVersions never offers a client more,
 //! and a request above them closes its connection. Broker N's listener is the broker map's entry
 //! for N, else the listen base's IP at its port plus N, bound the first time a response names
-//! broker N. Frames are bounded ([`ProxyConfig::max_request_bytes`],
-//! [`ProxyConfig::max_response_bytes`]), as is a connection's idle time; a frame too large, a
+//! broker N. Frames are bounded ([`ProxySettings::max_request_bytes`],
+//! [`ProxySettings::max_response_bytes`]), as is a connection's idle time; a frame too large, a
 //! request too short for its header, or a response that does not decode, or answers the wrong
 //! correlation id, closes that connection with a log line. `docs/proxy.md` has the rest.
 //!
 //! Operators see who is throttled, by which rule, in Prometheus metrics
-//! ([`ProxyConfig::metrics_listen`]).
+//! ([`ProxySettings::metrics_listen`]).
 //!
 //! ```no_run
-//! # async fn run() -> Result<(), kquota_proxy::ProxyError> {
-//! use kquota_proxy::{Proxy, ProxyConfig};
-//! let mut config = ProxyConfig::new("127.0.0.1:9092".parse().unwrap(), "kafka-1:9092".parse()?);
-//! config.listen_base = Some("127.0.0.1:19000".parse().unwrap());
-//! let proxy = Proxy::bind(config).await?;
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use kquota_proxy::{Proxy, ProxySettings};
+//! let mut settings = ProxySettings::new("127.0.0.1:9092".parse()?, "kafka-1:9092".parse()?);
+//! settings.listen_base = Some("127.0.0.1:19000".parse()?);
+//! let proxy = Proxy::bind(settings.build()?).await?;
 //! proxy.serve(async { /* until the host stops */ }).await;
 //! # Ok(())
 //! # }
@@ -56,7 +56,6 @@
 // (no I/O), who a connection is by TLS, the quota state (engine, meter, store), the quota admin
 // APIs, and the metrics.
 mod admin;
-mod config;
 mod connection;
 mod error;
 // Only the fuzz crate turns it on (and the unit tests, which sample messages with it).
@@ -77,16 +76,19 @@ mod tls;
 // The proxy: bind it with its settings, then serve until a future resolves.
 pub use crate::server::{BrokerListeners, Proxy};
 pub use kquota_host::SHUTDOWN_GRACE;
-// Its settings and their defaults.
-pub use crate::config::{
-    HostPort, ProxyConfig, DEFAULT_BUFFER_MEMORY, DEFAULT_CONNECTION_GRACE,
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN,
-    DEFAULT_MAX_BROKERS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_REQUEST_BYTES,
-    DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_METRICS_MAX_BUCKETS,
+// Its settings as given (by key, as a properties file names them, or by field), checked
+// together into the configuration it binds with; their defaults, and the table of keys.
+pub use crate::settings::{
+    parse_properties, HostPort, NotHostPort, ProxyConfig, ProxySettings, DEFAULT_BUFFER_MEMORY,
+    DEFAULT_CONNECTION_GRACE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_LISTEN, DEFAULT_MAX_BROKERS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_METRICS_MAX_BUCKETS, SETTINGS,
 };
-// The settings by key, as a properties file (`kquota-proxy --config`) names them.
-pub use crate::settings::{parse_properties, Setting, SETTINGS};
+pub use kquota_host::settings::values::{Capacity, FrameSize};
+pub use kquota_host::settings::{Setting, Settings};
 // TLS towards clients and towards the cluster.
 pub use crate::tls::{ClientTls, TlsConfigError, UpstreamTls};
 // What can stop it from starting: a setting, or the start itself.
-pub use crate::error::{ConfigError, LineProblem, Problem, ProxyError, Source};
+pub use crate::error::ProxyError;
+pub use crate::settings::{ConfigError, ValueProblem};
+pub use kquota_host::settings::{LineProblem, Problem, SettingError, Source};

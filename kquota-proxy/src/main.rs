@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use kquota_proxy::{parse_properties, Proxy, ProxyConfig, SETTINGS};
+use kquota_proxy::{parse_properties, Proxy, ProxyConfig, ProxySettings, SETTINGS};
 use tracing::{info, warn};
 
 /// The name a fatal line starts with.
@@ -55,7 +55,12 @@ const PROGRAM: &str = "kquota-proxy";
 /// connection; every alteration is logged once under the target kquota::audit.
 /// docs/proxy-settings.md describes every setting.
 #[derive(Debug, Parser)]
-#[command(name = "kquota-proxy", version, verbatim_doc_comment)]
+#[command(
+    name = "kquota-proxy",
+    version,
+    verbatim_doc_comment,
+    after_long_help = SETTINGS.help()
+)]
 struct Args {
     /// A Java properties file of the settings below (KEY=VALUE lines, # comments); flags win
     /// over it.
@@ -260,8 +265,7 @@ struct Args {
 /// The key `flag` sets, from the settings' table.
 fn key_of(flag: &str) -> &'static str {
     SETTINGS
-        .iter()
-        .find(|s| s.flag == flag)
+        .by_flag(flag)
         .map(|s| s.key)
         .expect("every flag is in kquota_proxy::SETTINGS (a test checks it)")
 }
@@ -343,11 +347,11 @@ fn flag_settings(args: &Args) -> Result<Vec<(&'static str, String, String)>, Str
     Ok(out)
 }
 
-/// The configuration: the file's settings, then the flags', then finished. An error names where
-/// its setting came from: `FILE: line N: ` or `--flag: `.
-fn settings(args: &Args) -> Result<ProxyConfig, String> {
-    let mut config = ProxyConfig::default();
-    // Where each key was last set, for the errors that only finishing finds (TLS, cluster).
+/// The settings as given: the file's, then the flags', each value checked as it is set; and
+/// where each key was last set, for the errors that only building finds (TLS, cluster). An error
+/// names where its setting came from: `FILE: line N: ` or `--flag: `.
+fn given(args: &Args) -> Result<(ProxySettings, HashMap<String, String>), String> {
+    let mut given = ProxySettings::default();
     let mut origin: HashMap<String, String> = HashMap::new();
     if let Some(path) = &args.config {
         let text = std::fs::read_to_string(path)
@@ -355,25 +359,30 @@ fn settings(args: &Args) -> Result<ProxyConfig, String> {
         let props = parse_properties(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         for p in props {
             let at = format!("{}: line {}", path.display(), p.line);
-            config
+            given
                 .set(&p.key, &p.value)
                 .map_err(|e| format!("{at}: {e}"))?;
             origin.insert(p.key, at);
         }
     }
     for (flag, key, value) in flag_settings(args)? {
-        config
+        given
             .set(&key, &value)
             .map_err(|e| format!("{flag}: {e}"))?;
         origin.insert(key, flag.to_owned());
     }
-    config
-        .finish()
+    Ok((given, origin))
+}
+
+/// The configuration: the settings given, checked together.
+fn settings(args: &Args) -> Result<ProxyConfig, String> {
+    let (given, origin) = given(args)?;
+    given
+        .build()
         .map_err(|e| match e.key().and_then(|k| origin.get(k)) {
             Some(at) => format!("{at}: {e}"),
             None => e.to_string(),
-        })?;
-    Ok(config)
+        })
 }
 
 /// The kernel's ephemeral port range, from `ip_local_port_range`'s text ("32768\t60999").
@@ -399,12 +408,12 @@ fn main() -> ExitCode {
             return kquota_host::fatal(PROGRAM, asked, &e.to_string(), kquota_host::exit::USAGE)
         }
     };
-    let format = config.log_format;
+    let format = config.log_format();
     // In the format the settings ask for; colours only on a terminal; no peer can flood the log.
-    kquota_host::init_logging(config.log_format);
+    kquota_host::init_logging(format);
     // A thousand idle sockets must not lock everyone out at a soft limit of 1,024.
     kquota_host::raise_fd_limit();
-    if let Some(base) = config.listen_base.filter(|b| b.port() != 0) {
+    if let Some(base) = config.listen_base().filter(|b| b.port() != 0) {
         let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range");
         if let Some((low, high)) = range.ok().as_deref().and_then(ephemeral_range) {
             if u32::from(base.port()) + 1 >= low && u32::from(base.port()) < high {
@@ -425,7 +434,7 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async {
-        let upstream = config.upstream.clone();
+        let upstream = config.upstream().clone();
         let proxy = match Proxy::bind(config).await {
             Ok(p) => p,
             Err(e) => return kquota_host::fatal(PROGRAM, format, &e.to_string(), e.exit_status()),
@@ -460,7 +469,7 @@ mod tests {
     fn every_flag_has_a_key_and_sets_it() {
         Args::command().debug_assert();
         let flags = flags();
-        assert_eq!(flags.len(), SETTINGS.len(), "{flags:?}");
+        assert_eq!(flags.len(), SETTINGS.iter().count(), "{flags:?}");
         for flag in &flags {
             let arg = Args::command()
                 .get_arguments()
@@ -474,7 +483,7 @@ mod tests {
             }
             let args = Args::try_parse_from(&argv).unwrap();
             let given = flag_settings(&args).unwrap();
-            let key = SETTINGS.iter().find(|s| s.flag == flag).unwrap().key;
+            let key = SETTINGS.by_flag(flag).unwrap().key;
             let key = key.replace('*', "k");
             assert_eq!(given.len(), 1, "{flag}: {given:?}");
             assert_eq!((given[0].0, given[0].1.as_str()), (flag.as_str(), &*key));
@@ -484,18 +493,18 @@ mod tests {
     #[test]
     fn every_flags_help_names_its_key_and_default() {
         let command = Args::command();
-        for s in SETTINGS {
+        for s in SETTINGS.iter() {
+            let flag = s.flag.unwrap_or_else(|| panic!("{} has no flag", s.key));
             let arg = command
                 .get_arguments()
-                .find(|a| a.get_long() == s.flag.strip_prefix("--"))
-                .unwrap_or_else(|| panic!("{} has no flag {}", s.key, s.flag));
+                .find(|a| a.get_long() == flag.strip_prefix("--"))
+                .unwrap_or_else(|| panic!("{} has no flag {flag}", s.key));
             let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
-            assert!(help.starts_with(s.key), "{}: {help}", s.flag);
+            assert!(help.starts_with(s.key), "{flag}: {help}");
             if let Some(default) = s.default {
                 assert!(
                     help.contains(&format!("[default: {default}]")),
-                    "{}: {help}",
-                    s.flag
+                    "{flag}: {help}"
                 );
             }
         }
@@ -559,10 +568,18 @@ mod tests {
         }
     }
 
-    fn parse(file: &TempFile, flags: &[&str]) -> Result<ProxyConfig, String> {
+    fn args(file: &TempFile, flags: &[&str]) -> Args {
         let mut argv = vec!["kquota-proxy", "--config", file.path().to_str().unwrap()];
         argv.extend(flags);
-        settings(&Args::try_parse_from(argv).unwrap())
+        Args::try_parse_from(argv).unwrap()
+    }
+
+    fn parse(file: &TempFile, flags: &[&str]) -> Result<ProxyConfig, String> {
+        settings(&args(file, flags))
+    }
+
+    fn parse_given(file: &TempFile, flags: &[&str]) -> Result<ProxySettings, String> {
+        given(&args(file, flags)).map(|(given, _)| given)
     }
 
     #[test]
@@ -575,11 +592,11 @@ mod tests {
              super.users=User:file\n\
              kquota.sub.quota.policy=kafka\n",
         );
-        let config = parse(&file, &[]).unwrap();
-        assert_eq!(config.upstream.to_string(), "file:9092");
-        assert_eq!(config.max_connections, 5);
+        let config = parse_given(&file, &[]).unwrap();
+        assert_eq!(config.upstream.unwrap().to_string(), "file:9092");
+        assert_eq!(config.max_connections.get(), 5);
         assert_eq!(config.broker_map.len(), 2);
-        let config = parse(
+        let config = parse_given(
             &file,
             &[
                 "--max-connections",
@@ -592,10 +609,10 @@ mod tests {
         )
         .unwrap();
         // The flags' keys take the flags' values; the others keep the file's.
-        assert_eq!(config.max_connections, 7);
+        assert_eq!(config.max_connections.get(), 7);
         assert_eq!(config.super_users, [Principal::user("flag")]);
         assert_eq!(config.broker_map.keys().copied().collect::<Vec<_>>(), [3]);
-        assert_eq!(config.upstream.to_string(), "file:9092");
+        assert_eq!(config.upstream.unwrap().to_string(), "file:9092");
         assert_eq!(config.policy, SubQuotaPolicy::Kafka);
         // A flag's bad value is named by the flag and its key.
         assert_eq!(
@@ -615,9 +632,13 @@ mod tests {
              kquota.cluster.client.client.rack=a\n",
         );
         let config = parse(&file, &["--cluster-property", "client.rack=b"]).unwrap();
-        let cluster = config.cluster.unwrap();
+        let cluster = config.cluster().unwrap();
         assert_eq!(
-            cluster.client_properties.into_iter().collect::<Vec<_>>(),
+            cluster
+                .client_properties
+                .clone()
+                .into_iter()
+                .collect::<Vec<_>>(),
             [
                 ("client.rack".to_owned(), "b".to_owned()),
                 ("security.protocol".to_owned(), "SSL".to_owned()),

@@ -33,8 +33,8 @@ use kquota::meter::{BucketOwner, BucketSnapshot, Meter};
 use kquota::{BpsView, Level, QuotaKey, QuotaType};
 use kquota_host::http::{with_host_families, ClusterState, Exporter};
 
-use crate::config::HostPort;
 use crate::reach::Reach;
+use crate::settings::HostPort;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabel, EncodeLabelSet, EncodeLabelValue, EncodeMetric,

@@ -13,9 +13,9 @@ use kquota_host::{open_engine, ConfigSource, EngineSettings, OpenError, Opened};
 use parking_lot::Mutex;
 
 use crate::admin::Admin;
-use crate::config::ProxyConfig;
 use crate::error::ProxyError;
 use crate::messages::enforce::PartitionCounts;
+use crate::settings::ProxyConfig;
 
 /// Topics whose partition counts the proxy keeps at most: past this, new topics are not learnt
 /// (their deletion counts one partition each).

@@ -9,7 +9,7 @@ use kquota_host::Shutdown;
 use parking_lot::Mutex;
 use tokio::net::TcpStream;
 
-use crate::config::HostPort;
+use crate::settings::HostPort;
 
 /// How often the probe connects while the cluster is unreachable.
 pub(crate) const PROBE_EVERY: Duration = Duration::from_secs(1);

@@ -13,12 +13,12 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Semaphore};
 use tracing::{info, warn};
 
-use crate::config::{HostPort, ProxyConfig};
 use crate::connection;
 use crate::error::ProxyError;
 use crate::metrics::{ProxyExporter, Stats};
 use crate::quotas::Quotas;
 use crate::reach::Reach;
+use crate::settings::{HostPort, ProxyConfig};
 use crate::shared::{NewListener, Shared, Target, TaskGuard, Tasks};
 use kquota_host::NetworkThreads as Workers;
 
@@ -120,7 +120,7 @@ fn connections_within_descriptors(max: usize) -> usize {
             "max.connections lowered from {max} to {room}: the open-files limit is {limit} and \
              each connection holds two descriptors (raise LimitNOFILE or ulimit -n for more)"
         );
-        if max == crate::config::DEFAULT_MAX_CONNECTIONS {
+        if max == crate::settings::DEFAULT_MAX_CONNECTIONS {
             info!("{why}");
         } else {
             warn!("{why}");
@@ -153,7 +153,6 @@ impl Proxy {
     /// Checks `config` and binds the bootstrap listener. Broker listeners are bound as the
     /// proxy learns of each broker, from the responses that name it.
     pub async fn bind(config: ProxyConfig) -> Result<Proxy, ProxyError> {
-        config.check()?;
         // The ports first: a start that fails on a port in use leaves no store directory behind.
         let tcp = TcpListener::bind(config.listen)
             .await

@@ -13,10 +13,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tracing::info;
 
-use crate::config::{HostPort, ProxyConfig};
 use crate::metrics::Stats;
 use crate::quotas::Quotas;
 use crate::reach::Reach;
+use crate::settings::{HostPort, ProxyConfig};
 use kquota_host::NetworkThreads as Workers;
 
 /// What a listener stands for: the cluster's bootstrap address, or one broker.

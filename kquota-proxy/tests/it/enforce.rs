@@ -22,7 +22,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use kquota::meter::MeterConfig;
 use kquota::{Alteration, Engine, Entity, EntityName, QuotaKey};
-use kquota_proxy::{HostPort, Proxy, ProxyConfig};
+use kquota_proxy::{HostPort, Proxy, ProxySettings};
 use kquota_wire::Principal;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -78,13 +78,13 @@ struct Running {
     served: JoinHandle<()>,
 }
 
-async fn start(tweak: impl FnOnce(&mut ProxyConfig)) -> Running {
+async fn start(tweak: impl FnOnce(&mut ProxySettings)) -> Running {
     let cluster = Cluster::start(2).await;
     let upstream: HostPort = cluster.bootstrap().to_string().parse().unwrap();
-    let mut config = ProxyConfig::new("127.0.0.1:0".parse().unwrap(), upstream);
+    let mut config = ProxySettings::new("127.0.0.1:0".parse().unwrap(), upstream);
     config.listen_base = Some("127.0.0.1:0".parse().unwrap());
     tweak(&mut config);
-    let proxy = Proxy::bind(config).await.unwrap();
+    let proxy = Proxy::bind(config.build().unwrap()).await.unwrap();
     let addr = proxy.local_addr();
     let metrics = proxy.metrics_addr();
     let engine = Arc::clone(proxy.engine());
@@ -233,7 +233,8 @@ async fn alter_and_describe_client_quotas_are_answered_by_the_proxy_and_kept() {
         let dir = DataDir::new("admin");
         let running = start(|c| {
             c.super_users = vec![Principal::user("ANONYMOUS")];
-            c.data_dir = Some(dir.0.clone());
+            c.data_dir = dir.0.clone();
+            c.store = true;
         })
         .await;
         let mut c = Client::connect(running.addr).await;
@@ -287,7 +288,8 @@ async fn alter_and_describe_client_quotas_are_answered_by_the_proxy_and_kept() {
         // A restarted proxy on the same store still has the quota, and serves it.
         let running = start(|c| {
             c.describe_allow_anonymous = true;
-            c.data_dir = Some(dir.0.clone());
+            c.data_dir = dir.0.clone();
+            c.store = true;
         })
         .await;
         assert_eq!(
@@ -318,7 +320,7 @@ async fn the_quota_admin_apis_are_answered_while_the_cluster_is_unreachable() {
         drop(gone);
         let running = start(|c| {
             c.super_users = vec![Principal::user("ANONYMOUS")];
-            c.upstream = gone_addr.to_string().parse().unwrap();
+            c.upstream = Some(gone_addr.to_string().parse().unwrap());
         })
         .await;
         let mut c = Client::connect(running.addr).await;
@@ -361,7 +363,8 @@ async fn alter_client_quotas_without_super_users_is_refused_per_entry() {
     bounded(async {
         let dir = DataDir::new("refused");
         let running = start(|c| {
-            c.data_dir = Some(dir.0.clone());
+            c.data_dir = dir.0.clone();
+            c.store = true;
             c.describe_allow_anonymous = true;
         })
         .await;
@@ -390,7 +393,11 @@ async fn alter_client_quotas_without_super_users_is_refused_per_entry() {
         assert_eq!(admin_requests_at_the_cluster(&running), 0);
         running.stop().await;
         // Nor was anything stored.
-        let running = start(|c| c.data_dir = Some(dir.0.clone())).await;
+        let running = start(|c| {
+            c.data_dir = dir.0.clone();
+            c.store = true;
+        })
+        .await;
         assert_eq!(producer_limit(&running.engine, "alice"), None);
         running.stop().await;
     })

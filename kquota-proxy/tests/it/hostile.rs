@@ -6,6 +6,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ use kafka_protocol::messages::{
     ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use kquota_proxy::{HostPort, Proxy, ProxyConfig};
+use kquota_proxy::{HostPort, Proxy, ProxySettings};
 use kquota_wire::Principal;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -77,14 +78,14 @@ async fn idle_sockets(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
     out
 }
 
-async fn in_process(tweak: impl FnOnce(&mut ProxyConfig)) -> (Cluster, SocketAddr) {
+async fn in_process(tweak: impl FnOnce(&mut ProxySettings)) -> (Cluster, SocketAddr) {
     let cluster = Cluster::start(1).await;
     let upstream: HostPort = cluster.bootstrap().to_string().parse().unwrap();
-    let mut config = ProxyConfig::new("127.0.0.1:0".parse().unwrap(), upstream);
+    let mut config = ProxySettings::new("127.0.0.1:0".parse().unwrap(), upstream);
     config.listen_base = Some("127.0.0.1:0".parse().unwrap());
     config.super_users = vec![Principal::user("ANONYMOUS")];
     tweak(&mut config);
-    let proxy = Proxy::bind(config).await.unwrap();
+    let proxy = Proxy::bind(config.build().unwrap()).await.unwrap();
     let addr = proxy.local_addr();
     tokio::spawn(proxy.serve(std::future::pending()));
     (cluster, addr)
@@ -93,7 +94,8 @@ async fn in_process(tweak: impl FnOnce(&mut ProxyConfig)) -> (Cluster, SocketAdd
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_max_connections_idle_sockets_give_way_to_a_producer_and_a_super_user() {
     tokio::time::timeout(Duration::from_secs(20), async {
-        let (_cluster, addr) = in_process(|c| c.max_connections = 50).await;
+        let (_cluster, addr) =
+            in_process(|c| c.max_connections = NonZeroUsize::new(50).unwrap()).await;
         // More idle sockets than there are slots: each new one beyond 50 makes the oldest
         // unproven one close.
         let _idle = idle_sockets(addr, 80).await;
@@ -402,7 +404,11 @@ async fn an_alteration_never_blocks_an_async_worker() {
         std::process::id(),
         Instant::now()
     )));
-    let (_cluster, addr) = in_process(|c| c.data_dir = Some(dir.0.clone())).await;
+    let (_cluster, addr) = in_process(|c| {
+        c.data_dir = dir.0.clone();
+        c.store = true;
+    })
+    .await;
     let mut other = Client::connect_as(addr, "other").await;
     let _: ApiVersionsResponse = other
         .call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())

@@ -1,6 +1,7 @@
 //! The proxy in front of the fake cluster.
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use kafka_protocol::messages::{
@@ -9,7 +10,7 @@ use kafka_protocol::messages::{
     FindCoordinatorResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
 };
 use kafka_protocol::protocol::{Message, StrBytes};
-use kquota_proxy::{BrokerListeners, HostPort, Proxy, ProxyConfig};
+use kquota_proxy::{BrokerListeners, FrameSize, HostPort, Proxy, ProxySettings};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -24,13 +25,13 @@ struct Running {
     served: JoinHandle<()>,
 }
 
-async fn start(tweak: impl FnOnce(&mut ProxyConfig)) -> Running {
+async fn start(tweak: impl FnOnce(&mut ProxySettings)) -> Running {
     let cluster = Cluster::start(2).await;
     let upstream: HostPort = cluster.bootstrap().to_string().parse().unwrap();
-    let mut config = ProxyConfig::new("127.0.0.1:0".parse().unwrap(), upstream);
+    let mut config = ProxySettings::new("127.0.0.1:0".parse().unwrap(), upstream);
     config.listen_base = Some("127.0.0.1:0".parse().unwrap());
     tweak(&mut config);
-    let proxy = Proxy::bind(config).await.unwrap();
+    let proxy = Proxy::bind(config.build().unwrap()).await.unwrap();
     let (stop, stopped) = oneshot::channel();
     let addr = proxy.local_addr();
     let brokers = proxy.brokers();
@@ -292,7 +293,7 @@ async fn large_requests_and_answers_pass_byte_for_byte_one_after_another() {
 
 #[tokio::test]
 async fn pipelined_requests_come_back_in_order() {
-    let running = start(|c| c.max_in_flight = 4).await;
+    let running = start(|c| c.max_in_flight = NonZeroUsize::new(4).unwrap()).await;
     let mut c = Client::connect(running.addr).await;
     let mut expected = Vec::new();
     let mut batch = Vec::new();
@@ -358,7 +359,7 @@ async fn pipelined_requests_come_back_in_order() {
 
 #[tokio::test]
 async fn bad_frames_close_only_their_connection() {
-    let running = start(|c| c.max_request_bytes = 1024).await;
+    let running = start(|c| c.max_request_bytes = FrameSize::new(1024).unwrap()).await;
     let mut good = Client::connect(running.addr).await;
     let _: MetadataResponse = good
         .call(ApiKey::Metadata, 12, &MetadataRequest::default())
@@ -449,9 +450,9 @@ async fn a_broker_that_takes_no_requests_does_not_hold_the_stop() {
             open.push(s);
         }
     });
-    let mut config = ProxyConfig::new("127.0.0.1:0".parse().unwrap(), upstream);
+    let mut config = ProxySettings::new("127.0.0.1:0".parse().unwrap(), upstream);
     config.listen_base = Some("127.0.0.1:0".parse().unwrap());
-    let proxy = Proxy::bind(config).await.unwrap();
+    let proxy = Proxy::bind(config.build().unwrap()).await.unwrap();
     let addr = proxy.local_addr();
     let (stop, stopped) = oneshot::channel::<()>();
     let served = tokio::spawn(proxy.serve(async {
@@ -529,10 +530,10 @@ async fn at_most_max_in_flight_requests_reach_the_broker_unanswered() {
             count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
     });
-    let mut config = ProxyConfig::new("127.0.0.1:0".parse().unwrap(), upstream);
+    let mut config = ProxySettings::new("127.0.0.1:0".parse().unwrap(), upstream);
     config.listen_base = Some("127.0.0.1:0".parse().unwrap());
-    config.max_in_flight = 3;
-    let proxy = Proxy::bind(config).await.unwrap();
+    config.max_in_flight = NonZeroUsize::new(3).unwrap();
+    let proxy = Proxy::bind(config.build().unwrap()).await.unwrap();
     let mut c = Client::connect(proxy.local_addr()).await;
     let (stop, stopped) = oneshot::channel::<()>();
     let served = tokio::spawn(proxy.serve(async {

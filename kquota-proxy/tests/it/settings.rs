@@ -175,12 +175,12 @@ fn help_lists_every_setting_and_its_flag() {
     let out = run(&["--help"]);
     assert!(out.status.success());
     let help = String::from_utf8(out.stdout).unwrap();
-    for s in SETTINGS {
+    for s in SETTINGS.iter() {
+        let flag = s.flag.unwrap();
         assert!(help.contains(s.key), "--help does not name {}", s.key);
         assert!(
-            help.contains(&format!("{} ", s.flag)) || help.contains(&format!("{}\n", s.flag)),
-            "--help does not list {}",
-            s.flag
+            help.contains(&format!("{flag} ")) || help.contains(&format!("{flag}\n")),
+            "--help does not list {flag}"
         );
     }
     assert!(help.contains("--config <FILE>"), "{help}");

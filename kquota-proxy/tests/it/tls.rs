@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use kquota::{Alteration, Entity, EntityName};
-use kquota_proxy::{ClientTls, HostPort, Proxy, ProxyConfig};
+use kquota_proxy::{HostPort, Proxy, ProxySettings};
 use kquota_wire::tls::ClientAuth;
 use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -148,19 +148,14 @@ async fn a_client_certificate_names_the_user_whose_quota_applies() {
 
         let cluster = Cluster::start(1).await;
         let upstream: HostPort = cluster.bootstrap().to_string().parse().unwrap();
-        let mut config = ProxyConfig::new("127.0.0.1:0".parse().unwrap(), upstream);
+        let mut config = ProxySettings::new("127.0.0.1:0".parse().unwrap(), upstream);
         config.listen_base = Some("127.0.0.1:0".parse().unwrap());
-        config.client_tls = Some(Arc::new(
-            ClientTls::from_files(
-                &server_cert,
-                &server_key,
-                Some(&ca),
-                ClientAuth::Required,
-                "RULE:^.*CN=([^,]*).*$/$1/,DEFAULT",
-            )
-            .unwrap(),
-        ));
-        let proxy = Proxy::bind(config).await.unwrap();
+        config.tls_cert = Some(server_cert);
+        config.tls_key = Some(server_key);
+        config.tls_client_ca = Some(ca.clone());
+        config.client_auth = ClientAuth::Required;
+        config.mapping_rules = "RULE:^.*CN=([^,]*).*$/$1/,DEFAULT".to_owned();
+        let proxy = Proxy::bind(config.build().unwrap()).await.unwrap();
         let addr = proxy.local_addr();
         proxy
             .engine()

@@ -1,13 +1,7 @@
-//! The proxy's settings by key, as a Kafka-style properties file names them, as `kquotad`'s are:
-//! [`ProxyConfig::set`] checks each value as it is set, into the field that holds it;
-//! [`ProxyConfig::finish`] builds what several settings make together (TLS from its files, the
-//! cluster's settings) and checks that the settings work together. [`parse_properties`] reads a
-//! file of them, and [`SETTINGS`] lists every key with the `kquota-proxy` flag that sets it and
-//! its default.
-//!
-//! Keys are Kafka's where Kafka has the setting (`socket.request.max.bytes`, `max.connections`,
-//! `super.users`, `ssl.client.auth`, ...), `kquotad`'s where `kquotad` has it (`kquota.data.dir`,
-//! `kquota.cluster.*`, ...), and `kquota.proxy.*` for what only the proxy has.
+//! [`ProxySettings`]: the proxy's settings as given, each value checked as it is set (by key, as a
+//! properties file names it, or in its field), and made into a checked
+//! [`ProxyConfig`](super::ProxyConfig) in one step, [`ProxySettings::build`], which reads the
+//! TLS files and checks the settings that work together.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -18,399 +12,205 @@ use std::time::Duration;
 
 use kquota::meter::MeterConfig;
 use kquota::SubQuotaPolicy;
-use kquota_wire::parse_super_users;
+use kquota_host::settings::values::{
+    boolean, capacity, count, frame_size, ip_port, millis, non_empty, Capacity, FrameSize,
+};
+#[cfg(feature = "cluster")]
+use kquota_host::settings::ClusterSettings;
+use kquota_host::settings::{Problem, SettingError};
 use kquota_wire::properties::Property;
 use kquota_wire::tls::ClientAuth;
+use kquota_wire::{parse_super_users, Principal};
 
-use crate::config::{HostPort, ProxyConfig, DEFAULT_DATA_DIR};
-use kquota_host::SettingsFileError;
-
-use crate::error::{ConfigError, Problem};
+use super::config::{
+    HostPort, ProxyConfig, DEFAULT_BUFFER_MEMORY, DEFAULT_CONNECTION_GRACE,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN,
+    DEFAULT_MAX_BROKERS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_METRICS_MAX_BUCKETS,
+};
+use super::error::ConfigError;
+use super::table::*;
+use super::values::{broker_map, client_auth, pem_file};
 use crate::tls::{ClientTls, UpstreamTls};
 
-/// One setting of the proxy: its key, the `kquota-proxy` flag that sets it, and its default.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The proxy's settings as given: every field holds a value its setting may have (set it
+/// directly, or by key with [`ProxySettings::set`]); whether they work together is checked once,
+/// by [`ProxySettings::build`].
+#[derive(Clone, Debug)]
 #[non_exhaustive]
-pub struct Setting {
-    /// The key, as a properties file names it. `kquota.cluster.client.*` stands for every key
-    /// with that prefix.
-    pub key: &'static str,
-    /// The `kquota-proxy` flag that sets it (`--max-request-bytes`).
-    pub flag: &'static str,
-    /// The default, as the key's value would be written; `None`: not set unless given.
-    pub default: Option<&'static str>,
-}
-
-const fn setting(key: &'static str, flag: &'static str, default: Option<&'static str>) -> Setting {
-    Setting { key, flag, default }
-}
-
-// The keys of the settings that are given together (TLS), or that messages name.
-const UPSTREAM: &str = "kquota.proxy.upstream";
-const TLS_CERT: &str = "kquota.proxy.ssl.certificate.location";
-const TLS_KEY: &str = "kquota.proxy.ssl.key.location";
-const TLS_CLIENT_CA: &str = "ssl.truststore.location";
-const CLIENT_AUTH: &str = "ssl.client.auth";
-const MAPPING_RULES: &str = "ssl.principal.mapping.rules";
-const UPSTREAM_TLS: &str = "kquota.proxy.upstream.ssl.enable";
-const UPSTREAM_CA: &str = "kquota.proxy.upstream.ssl.truststore.location";
-const UPSTREAM_CERT: &str = "kquota.proxy.upstream.ssl.certificate.location";
-const UPSTREAM_KEY: &str = "kquota.proxy.upstream.ssl.key.location";
-/// The prefix of the librdkafka properties of the proxy's own Kafka clients (`kquotad`'s).
-const CLUSTER_CLIENT: &str = "kquota.cluster.client.";
-
-/// Every setting of the proxy, in the order `kquota-proxy --help` lists them.
-pub const SETTINGS: &[Setting] = &[
-    setting(UPSTREAM, "--upstream", None),
-    setting("kquota.proxy.listen", "--listen", Some("127.0.0.1:9092")),
-    setting("kquota.proxy.listen.base", "--listen-base", None),
-    setting("kquota.proxy.broker.map", "--broker-map", None),
-    setting("kquota.proxy.advertised.host", "--advertised-host", None),
-    // Limits.
-    setting(
-        "socket.request.max.bytes",
-        "--max-request-bytes",
-        Some("104857600"),
-    ),
-    setting(
-        "kquota.proxy.max.response.bytes",
-        "--max-response-bytes",
-        Some("104857600"),
-    ),
-    setting(
-        "kquota.proxy.max.in.flight.requests",
-        "--max-in-flight",
-        Some("32"),
-    ),
-    setting(
-        "connections.max.idle.ms",
-        "--idle-timeout-ms",
-        Some("600000"),
-    ),
-    setting(
-        "kquota.proxy.connect.timeout.ms",
-        "--connect-timeout-ms",
-        Some("10000"),
-    ),
-    setting("kquota.proxy.max.brokers", "--max-brokers", Some("1024")),
-    setting("max.connections", "--max-connections", Some("10000")),
-    setting("max.connections.per.ip", "--max-connections-per-ip", None),
-    setting("num.network.threads", "--num-network-threads", None),
-    setting(
-        "kquota.connections.grace.ms",
-        "--connection-grace-ms",
-        Some("10000"),
-    ),
-    setting(
-        "kquota.proxy.buffer.memory.bytes",
-        "--buffer-memory-bytes",
-        Some("268435456"),
-    ),
-    // Quotas.
-    setting("kquota.data.dir", "--data-dir", Some(DEFAULT_DATA_DIR)),
-    setting("kquota.proxy.store.enable", "--no-store", Some("true")),
-    setting("super.users", "--super-users", None),
-    setting(
-        "kquota.describe.allow.anonymous",
-        "--describe-allow-anonymous",
-        Some("false"),
-    ),
-    setting(
-        "kquota.draft.alter.quotas.enable",
-        "--draft-alter-quotas",
-        Some("false"),
-    ),
-    setting(
-        "kquota.sub.quota.policy",
-        "--sub-quota-policy",
-        Some("kip55"),
-    ),
-    setting("kquota.broker.count", "--instance-count", Some("1")),
-    setting(
-        "kquota.producer.capacity.bytes.per.sec",
-        "--producer-capacity",
-        None,
-    ),
-    setting(
-        "kquota.consumer.capacity.bytes.per.sec",
-        "--consumer-capacity",
-        None,
-    ),
-    setting("quota.window.num", "--quota-window-num", Some("11")),
-    setting(
-        "quota.window.size.seconds",
-        "--quota-window-size-seconds",
-        Some("1"),
-    ),
-    // Many proxies.
-    setting(
-        "kquota.cluster.bootstrap.servers",
-        "--cluster-bootstrap",
-        None,
-    ),
-    setting("kquota.cluster.instance.id", "--instance-id", None),
-    setting("kquota.cluster.client.*", "--cluster-property", None),
-    setting(
-        "kquota.cluster.config.topic",
-        "--cluster-config-topic",
-        Some("_kquota_config"),
-    ),
-    setting(
-        "kquota.cluster.replication.factor",
-        "--cluster-replication-factor",
-        Some("-1"),
-    ),
-    setting(
-        "kquota.cluster.alter.timeout.ms",
-        "--cluster-alter-timeout-ms",
-        Some("10000"),
-    ),
-    // Metrics.
-    setting("kquota.proxy.metrics.listen", "--metrics-listen", None),
-    setting(
-        "kquota.proxy.metrics.max.buckets",
-        "--metrics-max-buckets",
-        Some("1000"),
-    ),
-    // The log.
-    setting("log.format", "--log-format", Some("text")),
-    // TLS.
-    setting(TLS_CERT, "--tls-cert", None),
-    setting(TLS_KEY, "--tls-key", None),
-    setting(TLS_CLIENT_CA, "--tls-client-ca", None),
-    setting(CLIENT_AUTH, "--tls-client-auth", Some("none")),
-    setting(
-        MAPPING_RULES,
-        "--ssl-principal-mapping-rules",
-        Some("DEFAULT"),
-    ),
-    setting(UPSTREAM_TLS, "--upstream-tls", Some("false")),
-    setting(UPSTREAM_CA, "--upstream-ca", None),
-    setting(UPSTREAM_CERT, "--upstream-cert", None),
-    setting(UPSTREAM_KEY, "--upstream-key", None),
-];
-
-/// The flag that sets `key`, if the binary has one (every key has).
-pub(crate) fn flag_of(key: &str) -> Option<&'static str> {
-    let key = match key.strip_prefix(CLUSTER_CLIENT) {
-        Some(_) => "kquota.cluster.client.*",
-        None => key,
-    };
-    SETTINGS.iter().find(|s| s.key == key).map(|s| s.flag)
-}
-
-/// What [`ProxyConfig::set`] keeps for [`ProxyConfig::finish`]: the TLS files and modes (a
-/// `ClientTls` needs all of them at once), the cluster's settings (its instance id defaults to
-/// one made from the listener), and the settings two keys share (the store).
-#[derive(Clone, Debug)]
-pub(crate) struct Deferred {
-    /// A key whose effect `finish` makes was set since `finish` last ran; `Proxy::bind` refuses
-    /// the configuration until it runs again.
-    pub(crate) unfinished: bool,
-    /// `kquota.data.dir`, kept while `kquota.proxy.store.enable=false` sets `data_dir` to `None`.
-    data_dir: PathBuf,
-    /// `kquota.proxy.store.enable=false`.
-    no_store: bool,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
-    tls_client_ca: Option<PathBuf>,
-    client_auth: ClientAuth,
-    mapping_rules: String,
-    upstream_tls: bool,
-    upstream_ca: Option<PathBuf>,
-    upstream_cert: Option<PathBuf>,
-    upstream_key: Option<PathBuf>,
+pub struct ProxySettings {
+    /// `kquota.proxy.listen`: the bootstrap listener; each connection to it is forwarded to the
+    /// upstream.
+    pub listen: SocketAddr,
+    /// `kquota.proxy.upstream`: the cluster's bootstrap address (required).
+    pub upstream: Option<HostPort>,
+    /// `kquota.proxy.listen.base`: broker node N listens on this address's IP at its port plus N
+    /// (port 0: a port the system chooses for each broker).
+    pub listen_base: Option<SocketAddr>,
+    /// `kquota.proxy.broker.map`: explicit listeners by node id, before the listen base.
+    pub broker_map: BTreeMap<i32, SocketAddr>,
+    /// `kquota.proxy.advertised.host`: the host the rewritten responses name (by default, each
+    /// broker listener's bound IP).
+    pub advertised_host: Option<String>,
+    /// `socket.request.max.bytes`: a larger request frame closes its connection.
+    pub max_request_bytes: FrameSize,
+    /// `kquota.proxy.max.response.bytes`: a larger response frame from the cluster closes its
+    /// connection.
+    pub max_response_bytes: FrameSize,
+    /// `kquota.proxy.max.in.flight.requests`: requests a connection may have outstanding; the
+    /// proxy reads no more of its requests until one is answered.
+    pub max_in_flight: NonZeroUsize,
+    /// `connections.max.idle.ms`: the longest a connection may wait for a peer that neither
+    /// sends nor takes bytes while nothing is outstanding (or that stalls within a frame).
+    pub idle_timeout: Duration,
+    /// `kquota.proxy.connect.timeout.ms`: how long connecting to a broker, or a client's TLS
+    /// handshake, may take.
+    pub connect_timeout: Duration,
+    /// `kquota.proxy.max.brokers`: how many brokers the proxy will listen for; a response naming
+    /// more closes its connection.
+    pub max_brokers: NonZeroUsize,
+    /// `max.connections`: client connections open at once over every listener. When it is
+    /// reached, the oldest connection not yet proven (from the address with the most of them), or
+    /// the one idle longest, gives way to a new one.
+    pub max_connections: NonZeroUsize,
+    /// `max.connections.per.ip`: client connections open at once from one address.
+    pub max_connections_per_ip: NonZeroUsize,
+    /// `num.network.threads`: the threads that serve client connections, each connection on one
+    /// of them for its life (given out in turn as they are accepted, as Kafka's acceptor gives
+    /// them to its processors). Default: one for each CPU the process may run on.
+    pub network_threads: NonZeroUsize,
+    /// `kquota.connections.grace.ms`: how long a connection has to prove itself before it is
+    /// closed (and may be made to give way before that).
+    pub connection_grace: Duration,
+    /// `kquota.proxy.buffer.memory.bytes`: the bytes held at once, over every connection, for
+    /// requests being read and answers read from the broker and not yet taken by their client;
+    /// reading waits while they are spent. At least the largest frame and its size prefix.
+    pub buffer_memory: NonZeroUsize,
+    /// `kquota.data.dir`: where the quotas altered at the proxy are kept (a redb store), when the
+    /// store is on. Not used with the cluster.
+    pub data_dir: PathBuf,
+    /// `kquota.proxy.store.enable`: `false` keeps quotas in memory only, lost when the proxy
+    /// stops.
+    pub store: bool,
+    /// `kquota.cluster.*`: share the configuration, the membership and `bps` usage with other
+    /// instances through Kafka: the configuration log then takes the durable store's place.
     #[cfg(feature = "cluster")]
-    cluster: ClusterSettings,
+    pub cluster: ClusterSettings,
+    /// Kafka's `super.users`: the principals that may alter quotas at the proxy.
+    pub super_users: Vec<Principal>,
+    /// `kquota.describe.allow.anonymous`: let ANONYMOUS describe quotas (authenticated principals
+    /// always may).
+    pub describe_allow_anonymous: bool,
+    /// `kquota.draft.alter.quotas.enable`: serve the seeds' draft AlterQuotas on API key 50
+    /// (which hides the cluster's DescribeUserScramCredentials from clients of the proxy).
+    pub draft_alter_quotas: bool,
+    /// `kquota.sub.quota.policy`: the engine's sub-quota policy.
+    pub policy: SubQuotaPolicy,
+    /// `kquota.broker.count`: how many instances share the `:bps` quotas: each enforces its part,
+    /// the cluster-wide limit divided by this.
+    pub instance_count: NonZeroU32,
+    /// `kquota.producer.capacity.bytes.per.sec`: what `producer_byte_rate:shares` divides.
+    pub producer_capacity: Option<Capacity>,
+    /// `kquota.consumer.capacity.bytes.per.sec`: what `consumer_byte_rate:shares` divides.
+    pub consumer_capacity: Option<Capacity>,
+    /// The quota windows: Kafka's `quota.window.num` and `quota.window.size.seconds` (the meter
+    /// checked them when it was built).
+    pub meter: MeterConfig,
+    /// `kquota.proxy.ssl.certificate.location`: TLS on every listener, this certificate chain.
+    pub tls_cert: Option<PathBuf>,
+    /// `kquota.proxy.ssl.key.location`: its private key.
+    pub tls_key: Option<PathBuf>,
+    /// `ssl.truststore.location`: the CAs client certificates are checked against.
+    pub tls_client_ca: Option<PathBuf>,
+    /// `ssl.client.auth`.
+    pub client_auth: ClientAuth,
+    /// `ssl.principal.mapping.rules`: how a client certificate's subject becomes its user.
+    pub mapping_rules: String,
+    /// `kquota.proxy.upstream.ssl.enable`: TLS towards the cluster.
+    pub upstream_tls: bool,
+    /// `kquota.proxy.upstream.ssl.truststore.location`.
+    pub upstream_ca: Option<PathBuf>,
+    /// `kquota.proxy.upstream.ssl.certificate.location`.
+    pub upstream_cert: Option<PathBuf>,
+    /// `kquota.proxy.upstream.ssl.key.location`.
+    pub upstream_key: Option<PathBuf>,
+    /// `kquota.proxy.metrics.listen`: where the Prometheus metrics are served (`GET /metrics`).
+    pub metrics_listen: Option<SocketAddr>,
+    /// `kquota.proxy.metrics.max.buckets`: how many buckets get series of their own in the
+    /// metrics; the rest are summed.
+    pub metrics_max_buckets: NonZeroUsize,
+    /// `log.format`: how log lines are written.
+    pub log_format: kquota_host::LogFormat,
 }
 
-impl Default for Deferred {
-    fn default() -> Self {
-        Deferred {
-            unfinished: false,
-            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
-            no_store: false,
-            tls_cert: None,
-            tls_key: None,
-            tls_client_ca: None,
-            client_auth: ClientAuth::None,
-            mapping_rules: "DEFAULT".to_owned(),
-            upstream_tls: false,
-            upstream_ca: None,
-            upstream_cert: None,
-            upstream_key: None,
-            #[cfg(feature = "cluster")]
-            cluster: ClusterSettings::default(),
+/// A default that is not 0.
+const fn nonzero(n: usize) -> NonZeroUsize {
+    match NonZeroUsize::new(n) {
+        Some(n) => n,
+        None => panic!("a default limit is not 0"),
+    }
+}
+
+/// A default frame size.
+const fn frame(n: usize) -> FrameSize {
+    match FrameSize::new(n as u32) {
+        Some(f) => f,
+        None => panic!("a default frame size is one"),
+    }
+}
+
+impl ProxySettings {
+    /// The proxy on `listen` in front of the cluster at `upstream`, with Kafka's default limits
+    /// and its quotas in memory (no store). Broker listeners still need
+    /// [`ProxySettings::listen_base`] or [`ProxySettings::broker_map`].
+    pub fn new(listen: SocketAddr, upstream: HostPort) -> ProxySettings {
+        ProxySettings {
+            upstream: Some(upstream),
+            listen,
+            store: false,
+            ..ProxySettings::default()
         }
     }
-}
 
-/// The `kquota.cluster.*` settings, made into a `ClusterConfig` by `finish`.
-#[cfg(feature = "cluster")]
-#[derive(Clone, Debug)]
-struct ClusterSettings {
-    bootstrap: Option<String>,
-    instance_id: Option<String>,
-    client: BTreeMap<String, String>,
-    config_topic: String,
-    replication_factor: i32,
-    alter_timeout: Duration,
-}
-
-#[cfg(feature = "cluster")]
-impl Default for ClusterSettings {
-    fn default() -> Self {
-        let defaults = kquota_cluster::ClusterConfig::new("", "");
-        ClusterSettings {
-            bootstrap: None,
-            instance_id: None,
-            client: BTreeMap::new(),
-            config_topic: defaults.config_topic,
-            replication_factor: defaults.replication_factor,
-            alter_timeout: defaults.alter_timeout,
-        }
-    }
-}
-
-/// A number, if `value` is one.
-fn number<T: std::str::FromStr>(value: &str) -> Option<T> {
-    value.parse().ok()
-}
-
-/// `true` or `false`.
-fn boolean(value: &str) -> Result<bool, Problem> {
-    match value {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(Problem::NotBool),
-    }
-}
-
-/// A value that must not be empty.
-fn non_empty(value: &str) -> Result<&str, Problem> {
-    if value.is_empty() {
-        return Err(Problem::Empty);
-    }
-    Ok(value)
-}
-
-/// A frame size: Kafka's `int` settings, 1 to 2³¹ − 1.
-fn frame_size(value: &str) -> Result<usize, Problem> {
-    number::<i32>(value)
-        .filter(|n| *n > 0)
-        .map(|n| n as usize)
-        .ok_or(Problem::FrameSize)
-}
-
-/// A count of at least 1.
-fn count(value: &str) -> Result<usize, Problem> {
-    number::<NonZeroUsize>(value)
-        .map(NonZeroUsize::get)
-        .ok_or(Problem::WholeNumberAtLeast(1))
-}
-
-/// Milliseconds, at least `min`.
-fn millis(value: &str, min: u32) -> Result<Duration, Problem> {
-    number::<u64>(value)
-        .filter(|n| *n >= u64::from(min))
-        .map(Duration::from_millis)
-        .ok_or(Problem::Milliseconds(min))
-}
-
-/// An IP address and a port.
-fn ip_port(value: &str) -> Result<SocketAddr, Problem> {
-    value.parse().map_err(|_| Problem::NotIpPort)
-}
-
-/// A bytes/s capacity: a finite number above 0.
-fn capacity(value: &str) -> Result<f64, Problem> {
-    number::<f64>(value)
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .ok_or(Problem::PositiveNumber)
-}
-
-/// A PEM file's path: it must open now, so that a missing file is named by the line or flag that
-/// gave it; what is in it is read when the configuration is finished.
-fn pem_file(value: &str) -> Result<PathBuf, Problem> {
-    let path = PathBuf::from(non_empty(value)?);
-    std::fs::File::open(&path).map_err(Problem::Unreadable)?;
-    Ok(path)
-}
-
-/// The broker map: `NODE=IP:PORT` entries separated by commas, no node twice, no listener (other
-/// than port 0) for two nodes. Empty: no entries.
-fn broker_map(value: &str) -> Result<BTreeMap<i32, SocketAddr>, Problem> {
-    let mut map = BTreeMap::new();
-    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (node, addr) = item
-            .split_once('=')
-            .ok_or_else(|| Problem::NotNodeAddress(item.to_owned()))?;
-        let node: i32 = number(node.trim())
-            .filter(|n| *n >= 0)
-            .ok_or_else(|| Problem::NotNodeId(item.to_owned()))?;
-        let addr: SocketAddr =
-            number(addr.trim()).ok_or_else(|| Problem::NotNodeAddress(item.to_owned()))?;
-        if addr.port() != 0 && map.values().any(|a| *a == addr) {
-            return Err(Problem::AddressTwice(addr));
-        }
-        if map.insert(node, addr).is_some() {
-            return Err(Problem::NodeTwice(node));
-        }
-    }
-    Ok(map)
-}
-
-/// Another crate's parser refused the value: its error is kept as the source.
-fn refused(e: impl std::error::Error + Send + Sync + 'static) -> Problem {
-    Problem::Refused(Box::new(e))
-}
-
-impl ProxyConfig {
     /// Applies one `key=value` setting, checked as it is set: an unknown key, or a value the
-    /// key cannot hold, is an error that names both, and leaves the configuration as it was.
+    /// key cannot hold, is an error that names both, and leaves the settings as they were.
     /// Values are trimmed, as Kafka's `ConfigDef` trims them. A key set again replaces its value
     /// (`kquota.proxy.broker.map` replaces the whole map; each `kquota.cluster.client.KEY` is a
-    /// key of its own). [`SETTINGS`] lists the keys; `docs/proxy-settings.md` says what each does.
-    ///
-    /// The TLS settings and the `kquota.cluster.*` settings take effect in
-    /// [`ProxyConfig::finish`], which must run before the configuration is bound.
+    /// key of its own). [`SETTINGS`](crate::SETTINGS) lists the keys; `docs/proxy-settings.md`
+    /// says what each does.
     ///
     /// ```
-    /// use kquota_proxy::ProxyConfig;
-    /// let mut config = ProxyConfig::default();
-    /// config.set("kquota.proxy.upstream", "kafka-1:9092")?;
-    /// config.set("kquota.proxy.listen.base", "127.0.0.1:19000")?;
-    /// config.set("max.connections", "5000")?;
+    /// use kquota_proxy::ProxySettings;
+    /// let mut settings = ProxySettings::default();
+    /// settings.set("kquota.proxy.upstream", "kafka-1:9092")?;
+    /// settings.set("kquota.proxy.listen.base", "127.0.0.1:19000")?;
+    /// settings.set("max.connections", "5000")?;
     /// assert_eq!(
-    ///     config.set("max.connections", "none").unwrap_err().to_string(),
+    ///     settings.set("max.connections", "none").unwrap_err().to_string(),
     ///     "max.connections=none: must be a whole number ≥ 1"
     /// );
-    /// config.finish()?;
-    /// assert_eq!(config.max_connections, 5000);
+    /// let config = settings.build()?;
     /// # Ok::<(), kquota_proxy::ConfigError>(())
     /// ```
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         self.apply(key, value.trim()).map_err(|e| match e {
-            Some(problem) => ConfigError::value(key, value, problem),
-            None => ConfigError::UnknownKey(key.to_owned()),
+            Some(problem) => SettingError::value(key, value, problem).into(),
+            None => SETTINGS.unknown(key).into(),
         })
     }
 
-    /// [`ProxyConfig::set`], with the value trimmed; `Err(None)` for an unknown key.
+    /// [`ProxySettings::set`], with the value trimmed; `Err(None)` for an unknown key.
     fn apply(&mut self, key: &str, value: &str) -> Result<(), Option<Problem>> {
         if key.starts_with("kquota.cluster.") {
             return self.apply_cluster(key, value);
         }
-        let d = &mut self.deferred;
         match key {
             UPSTREAM => {
-                self.upstream = value
-                    .parse::<HostPort>()
-                    .map_err(|_| Problem::NotHostPort)?
+                self.upstream = Some(value.parse().map_err(|_| Problem::NotHostPort)?);
             }
             "kquota.proxy.listen" => self.listen = ip_port(value)?,
-            "kquota.proxy.listen.base" => self.listen_base = Some(ip_port(value)?),
-            "kquota.proxy.broker.map" => self.broker_map = broker_map(value)?,
+            LISTEN_BASE => self.listen_base = Some(ip_port(value)?),
+            BROKER_MAP => self.broker_map = broker_map(value)?,
             "kquota.proxy.advertised.host" => {
                 self.advertised_host = Some(non_empty(value)?.to_owned())
             }
@@ -425,25 +225,16 @@ impl ProxyConfig {
             "num.network.threads" => self.network_threads = count(value)?,
             "kquota.connections.grace.ms" => self.connection_grace = millis(value, 1)?,
             "kquota.proxy.buffer.memory.bytes" => self.buffer_memory = count(value)?,
-            "kquota.data.dir" => {
-                d.data_dir = PathBuf::from(non_empty(value)?);
-                if !d.no_store {
-                    self.data_dir = Some(d.data_dir.clone());
-                }
+            "kquota.data.dir" => self.data_dir = PathBuf::from(non_empty(value)?),
+            "kquota.proxy.store.enable" => self.store = boolean(value)?,
+            "super.users" => {
+                self.super_users = parse_super_users(value).map_err(Problem::refused)?
             }
-            "kquota.proxy.store.enable" => {
-                d.no_store = !boolean(value)?;
-                self.data_dir = (!d.no_store).then(|| d.data_dir.clone());
-            }
-            "super.users" => self.super_users = parse_super_users(value).map_err(refused)?,
             "kquota.describe.allow.anonymous" => self.describe_allow_anonymous = boolean(value)?,
             "kquota.draft.alter.quotas.enable" => self.draft_alter_quotas = boolean(value)?,
-            "kquota.sub.quota.policy" => {
-                self.policy = value.parse::<SubQuotaPolicy>().map_err(refused)?
-            }
+            "kquota.sub.quota.policy" => self.policy = value.parse().map_err(Problem::refused)?,
             "kquota.broker.count" => {
-                self.instance_count =
-                    number::<NonZeroU32>(value).ok_or(Problem::WholeNumberAtLeast(1))?
+                self.instance_count = value.parse().map_err(|_| Problem::WholeNumberAtLeast(1))?
             }
             "kquota.producer.capacity.bytes.per.sec" => {
                 self.producer_capacity = Some(capacity(value)?)
@@ -452,50 +243,29 @@ impl ProxyConfig {
                 self.consumer_capacity = Some(capacity(value)?)
             }
             "quota.window.num" => {
-                let samples = number::<u32>(value)
-                    .filter(|n| *n >= 1)
-                    .ok_or(Problem::WholeNumberAtLeast(1))?;
+                let samples = count(value)?;
+                let samples =
+                    u32::try_from(samples.get()).map_err(|_| Problem::WholeNumberAtLeast(1))?;
                 self.window(Some(samples), None)?
             }
             "quota.window.size.seconds" => {
-                let seconds = number::<u64>(value)
-                    .filter(|n| *n >= 1)
-                    .ok_or(Problem::WholeNumberAtLeast(1))?;
+                let seconds = count(value)?.get() as u64;
                 self.window(None, Some(Duration::from_secs(seconds)))?
             }
             "kquota.proxy.metrics.listen" => self.metrics_listen = Some(ip_port(value)?),
-            "log.format" => self.log_format = value.parse().map_err(refused)?,
             "kquota.proxy.metrics.max.buckets" => self.metrics_max_buckets = count(value)?,
-            TLS_CERT => d.tls_cert = Some(pem_file(value)?),
-            TLS_KEY => d.tls_key = Some(pem_file(value)?),
-            TLS_CLIENT_CA => d.tls_client_ca = Some(pem_file(value)?),
-            CLIENT_AUTH => {
-                d.client_auth = value
-                    .parse::<ClientAuth>()
-                    .map_err(|_| Problem::ClientAuth)?
-            }
-            // Its rules are read with the TLS files, in `finish` (the parser is `ClientTls`'s).
-            MAPPING_RULES => d.mapping_rules = non_empty(value)?.to_owned(),
-            UPSTREAM_TLS => d.upstream_tls = boolean(value)?,
-            UPSTREAM_CA => d.upstream_ca = Some(pem_file(value)?),
-            UPSTREAM_CERT => d.upstream_cert = Some(pem_file(value)?),
-            UPSTREAM_KEY => d.upstream_key = Some(pem_file(value)?),
+            "log.format" => self.log_format = value.parse().map_err(Problem::refused)?,
+            TLS_CERT => self.tls_cert = Some(pem_file(value)?),
+            TLS_KEY => self.tls_key = Some(pem_file(value)?),
+            TLS_CLIENT_CA => self.tls_client_ca = Some(pem_file(value)?),
+            CLIENT_AUTH => self.client_auth = client_auth(value)?,
+            // Its rules are read with the TLS files, in `build` (the parser is `ClientTls`'s).
+            MAPPING_RULES => self.mapping_rules = non_empty(value)?.to_owned(),
+            UPSTREAM_TLS => self.upstream_tls = boolean(value)?,
+            UPSTREAM_CA => self.upstream_ca = Some(pem_file(value)?),
+            UPSTREAM_CERT => self.upstream_cert = Some(pem_file(value)?),
+            UPSTREAM_KEY => self.upstream_key = Some(pem_file(value)?),
             _ => return Err(None),
-        }
-        if [
-            TLS_CERT,
-            TLS_KEY,
-            TLS_CLIENT_CA,
-            CLIENT_AUTH,
-            MAPPING_RULES,
-            UPSTREAM_TLS,
-            UPSTREAM_CA,
-            UPSTREAM_CERT,
-            UPSTREAM_KEY,
-        ]
-        .contains(&key)
-        {
-            self.deferred.unfinished = true;
         }
         Ok(())
     }
@@ -513,144 +283,187 @@ impl ProxyConfig {
         if old.max_throttle() != old.window_size() * old.window_samples() {
             builder = builder.max_throttle(old.max_throttle());
         }
-        self.meter = builder.build().map_err(refused)?;
+        self.meter = builder.build().map_err(Problem::refused)?;
         Ok(())
     }
 
     /// The `kquota.cluster.*` settings.
     #[cfg(feature = "cluster")]
     fn apply_cluster(&mut self, key: &str, value: &str) -> Result<(), Option<Problem>> {
-        let c = &mut self.deferred.cluster;
-        match key {
-            "kquota.cluster.bootstrap.servers" => c.bootstrap = Some(non_empty(value)?.to_owned()),
-            "kquota.cluster.instance.id" => c.instance_id = Some(non_empty(value)?.to_owned()),
-            "kquota.cluster.config.topic" => c.config_topic = non_empty(value)?.to_owned(),
-            "kquota.cluster.replication.factor" => {
-                c.replication_factor = number::<i16>(value)
-                    .filter(|n| *n == -1 || *n > 0)
-                    .ok_or(Problem::ReplicationFactor)?
-                    .into()
-            }
-            "kquota.cluster.alter.timeout.ms" => c.alter_timeout = millis(value, 0)?,
-            _ => match key.strip_prefix(CLUSTER_CLIENT) {
-                Some(property) if !property.is_empty() => {
-                    c.client.insert(property.to_owned(), value.to_owned());
-                }
-                _ => return Err(None),
-            },
-        }
-        self.deferred.unfinished = true;
-        Ok(())
+        self.cluster.set(key, value)
     }
 
     /// The `kquota.cluster.*` settings, refused: this build has no cluster.
     #[cfg(not(feature = "cluster"))]
     fn apply_cluster(&mut self, key: &str, _value: &str) -> Result<(), Option<Problem>> {
-        if flag_of(key).is_some() && key != CLUSTER_CLIENT {
-            return Err(Some(Problem::NotBuilt("cluster")));
+        match SETTINGS.find(key) {
+            Some(_) => Err(Some(Problem::NotBuilt {
+                program: "kquota-proxy",
+                feature: "cluster",
+            })),
+            None => Err(None),
         }
-        Err(None)
     }
 
-    /// Builds what [`ProxyConfig::set`] was given for several settings at once, and checks that
-    /// the settings work together: the upstream is given; the TLS files (read now, and named by
+    /// The checked configuration: the upstream is given; the TLS files (read now, and named by
     /// their key and flag in errors) come with what they need (a certificate with its key; client
     /// CAs, `ssl.client.auth` and `ssl.principal.mapping.rules` with a certificate; the upstream's
     /// CA with `kquota.proxy.upstream.ssl.enable=true`); `kquota.cluster.instance.id` and
-    /// `kquota.cluster.client.*` come with `kquota.cluster.bootstrap.servers`; and what
-    /// [`Proxy::bind`](crate::Proxy::bind) checks (broker listeners, the buffer memory) holds.
-    ///
-    /// Settings made by assigning fields are kept: TLS and the cluster are only replaced when
-    /// their keys were set.
-    pub fn finish(&mut self) -> Result<(), ConfigError> {
-        if self.upstream.host.is_empty() {
-            return Err(ConfigError::Missing(UPSTREAM));
+    /// `kquota.cluster.client.*` come with `kquota.cluster.bootstrap.servers`; brokers have
+    /// listeners that clients can be told of; and the buffer memory holds the largest frame.
+    pub fn build(&self) -> Result<ProxyConfig, ConfigError> {
+        let upstream = self
+            .upstream
+            .clone()
+            .ok_or(ConfigError::Missing(UPSTREAM))?;
+        let client_tls = self.client_tls()?;
+        let upstream_tls = self.upstream_tls()?;
+        if self.listen_base.is_none() && self.broker_map.is_empty() {
+            return Err(ConfigError::NoBrokerListeners);
         }
-        self.finish_client_tls()?;
-        self.finish_upstream_tls()?;
-        #[cfg(feature = "cluster")]
-        self.finish_cluster()?;
-        self.deferred.unfinished = false;
-        self.check().map_err(ConfigError::Conflict)
+        if self.advertised_host.is_none() {
+            let unspecified = self
+                .listen_base
+                .iter()
+                .chain(self.broker_map.values())
+                .find(|a| a.ip().is_unspecified());
+            if let Some(addr) = unspecified {
+                return Err(ConfigError::AdvertisedHost(*addr));
+            }
+        }
+        // A frame the budget cannot hold would wait for it forever.
+        let largest = self.max_request_bytes.max(self.max_response_bytes).get() + 4;
+        if self.buffer_memory.get() < largest {
+            return Err(ConfigError::BufferMemory {
+                buffer_memory: self.buffer_memory.get(),
+                largest,
+            });
+        }
+        Ok(ProxyConfig {
+            #[cfg(feature = "cluster")]
+            cluster: self
+                .cluster
+                .build(&SETTINGS, || default_instance_id(self.listen))?,
+            listen: self.listen,
+            upstream,
+            listen_base: self.listen_base,
+            broker_map: self.broker_map.clone(),
+            advertised_host: self.advertised_host.clone(),
+            max_request_bytes: self.max_request_bytes.get(),
+            max_response_bytes: self.max_response_bytes.get(),
+            max_in_flight: self.max_in_flight.get(),
+            idle_timeout: self.idle_timeout,
+            connect_timeout: self.connect_timeout,
+            max_brokers: self.max_brokers.get(),
+            max_connections: self.max_connections.get(),
+            max_connections_per_ip: self.max_connections_per_ip.get(),
+            network_threads: self.network_threads.get(),
+            connection_grace: self.connection_grace,
+            buffer_memory: self.buffer_memory.get(),
+            data_dir: self.store.then(|| self.data_dir.clone()),
+            super_users: self.super_users.clone(),
+            describe_allow_anonymous: self.describe_allow_anonymous,
+            draft_alter_quotas: self.draft_alter_quotas,
+            policy: self.policy,
+            instance_count: self.instance_count,
+            producer_capacity: self.producer_capacity.map(Capacity::get),
+            consumer_capacity: self.consumer_capacity.map(Capacity::get),
+            meter: self.meter,
+            client_tls,
+            upstream_tls,
+            metrics_listen: self.metrics_listen,
+            metrics_max_buckets: self.metrics_max_buckets.get(),
+            log_format: self.log_format,
+        })
     }
 
-    fn finish_client_tls(&mut self) -> Result<(), ConfigError> {
-        let d = &self.deferred;
-        let needs = |key, needs| Err(ConfigError::Needs { key, needs });
-        match (&d.tls_cert, &d.tls_key) {
-            (Some(cert), Some(key)) => {
-                let tls = ClientTls::from_files(
-                    cert,
-                    key,
-                    d.tls_client_ca.as_deref(),
-                    d.client_auth,
-                    &d.mapping_rules,
-                )?;
-                self.client_tls = Some(Arc::new(tls));
-                Ok(())
-            }
+    fn client_tls(&self) -> Result<Option<Arc<ClientTls>>, ConfigError> {
+        let needs = |key, needs| Err(SETTINGS.needs(key, needs).into());
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(Arc::new(ClientTls::from_files(
+                cert,
+                key,
+                self.tls_client_ca.as_deref(),
+                self.client_auth,
+                &self.mapping_rules,
+            )?))),
             (Some(_), None) => needs(TLS_CERT, TLS_KEY),
             (None, Some(_)) => needs(TLS_KEY, TLS_CERT),
             // Without TLS these mean nothing: a client-auth mode given alone would leave the
             // listeners open while the operator believes them closed.
-            (None, None) if d.tls_client_ca.is_some() => needs(TLS_CLIENT_CA, TLS_CERT),
-            (None, None) if d.client_auth != ClientAuth::None => needs(CLIENT_AUTH, TLS_CERT),
-            (None, None) if d.mapping_rules != "DEFAULT" => needs(MAPPING_RULES, TLS_CERT),
-            (None, None) => Ok(()),
+            (None, None) if self.tls_client_ca.is_some() => needs(TLS_CLIENT_CA, TLS_CERT),
+            (None, None) if self.client_auth != ClientAuth::None => needs(CLIENT_AUTH, TLS_CERT),
+            (None, None) if self.mapping_rules != "DEFAULT" => needs(MAPPING_RULES, TLS_CERT),
+            (None, None) => Ok(None),
         }
     }
 
-    fn finish_upstream_tls(&mut self) -> Result<(), ConfigError> {
-        let d = &self.deferred;
-        let needs = |key, needs| Err(ConfigError::Needs { key, needs });
-        let client = match (&d.upstream_cert, &d.upstream_key) {
+    fn upstream_tls(&self) -> Result<Option<Arc<UpstreamTls>>, ConfigError> {
+        let needs = |key, needs| Err(SETTINGS.needs(key, needs).into());
+        let client = match (&self.upstream_cert, &self.upstream_key) {
             (Some(cert), Some(key)) => Some((cert.as_path(), key.as_path())),
             (Some(_), None) => return needs(UPSTREAM_CERT, UPSTREAM_KEY),
             (None, Some(_)) => return needs(UPSTREAM_KEY, UPSTREAM_CERT),
             (None, None) => None,
         };
-        match (d.upstream_tls, &d.upstream_ca) {
-            (true, Some(ca)) => {
-                self.upstream_tls = Some(Arc::new(UpstreamTls::from_files(ca, client)?));
-                Ok(())
-            }
+        match (self.upstream_tls, &self.upstream_ca) {
+            (true, Some(ca)) => Ok(Some(Arc::new(UpstreamTls::from_files(ca, client)?))),
             (true, None) => needs(UPSTREAM_TLS, UPSTREAM_CA),
             (false, Some(_)) => needs(UPSTREAM_CA, UPSTREAM_TLS),
             (false, None) if client.is_some() => needs(UPSTREAM_CERT, UPSTREAM_TLS),
-            (false, None) => Ok(()),
+            (false, None) => Ok(None),
         }
     }
+}
 
-    #[cfg(feature = "cluster")]
-    fn finish_cluster(&mut self) -> Result<(), ConfigError> {
-        let c = &self.deferred.cluster;
-        let Some(bootstrap) = &c.bootstrap else {
-            let needs = "kquota.cluster.bootstrap.servers";
-            if c.instance_id.is_some() {
-                return Err(ConfigError::Needs {
-                    key: "kquota.cluster.instance.id",
-                    needs,
-                });
-            }
-            if !c.client.is_empty() {
-                return Err(ConfigError::Needs {
-                    key: "kquota.cluster.client.*",
-                    needs,
-                });
-            }
-            return Ok(());
-        };
-        let id = c
-            .instance_id
-            .clone()
-            .unwrap_or_else(|| default_instance_id(self.listen));
-        let mut cluster = kquota_cluster::ClusterConfig::new(bootstrap.clone(), id);
-        cluster.client_properties = c.client.clone();
-        cluster.config_topic = c.config_topic.clone();
-        cluster.replication_factor = c.replication_factor;
-        cluster.alter_timeout = c.alter_timeout;
-        self.cluster = Some(cluster);
-        Ok(())
+impl Default for ProxySettings {
+    /// Every setting at the default the `kquota-proxy` binary has for it
+    /// ([`SETTINGS`](crate::SETTINGS)): on [`DEFAULT_LISTEN`], with the quotas kept in
+    /// [`DEFAULT_DATA_DIR`], and no upstream yet ([`ProxySettings::build`] refuses settings
+    /// without one).
+    fn default() -> Self {
+        ProxySettings {
+            listen: DEFAULT_LISTEN,
+            upstream: None,
+            listen_base: None,
+            broker_map: BTreeMap::new(),
+            advertised_host: None,
+            max_request_bytes: frame(DEFAULT_MAX_REQUEST_BYTES),
+            max_response_bytes: frame(DEFAULT_MAX_RESPONSE_BYTES),
+            max_in_flight: nonzero(DEFAULT_MAX_IN_FLIGHT),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            max_brokers: nonzero(DEFAULT_MAX_BROKERS),
+            max_connections: nonzero(DEFAULT_MAX_CONNECTIONS),
+            max_connections_per_ip: NonZeroUsize::MAX,
+            network_threads: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
+            connection_grace: DEFAULT_CONNECTION_GRACE,
+            buffer_memory: nonzero(DEFAULT_BUFFER_MEMORY),
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            store: true,
+            #[cfg(feature = "cluster")]
+            cluster: ClusterSettings::default(),
+            super_users: Vec::new(),
+            describe_allow_anonymous: false,
+            draft_alter_quotas: false,
+            policy: SubQuotaPolicy::default(),
+            instance_count: NonZeroU32::MIN,
+            producer_capacity: None,
+            consumer_capacity: None,
+            meter: MeterConfig::default(),
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            client_auth: ClientAuth::None,
+            mapping_rules: "DEFAULT".to_owned(),
+            upstream_tls: false,
+            upstream_ca: None,
+            upstream_cert: None,
+            upstream_key: None,
+            metrics_listen: None,
+            metrics_max_buckets: nonzero(DEFAULT_METRICS_MAX_BUCKETS),
+            log_format: kquota_host::LogFormat::Text,
+        }
     }
 }
 
@@ -670,30 +483,25 @@ fn default_instance_id(listen: SocketAddr) -> String {
 /// `Properties.load` does (escapes, continuations, comments; see [`kquota_wire::properties`]),
 /// as `kquotad` reads its own. Returns the settings in file order, one per key (a later line
 /// wins, as in Java), each with the line it starts on; values are trimmed, as Kafka's `ConfigDef`
-/// trims them. Keys are not checked here: [`ProxyConfig::set`] checks each.
+/// trims them. Keys are not checked here: [`ProxySettings::set`] checks each.
 ///
-/// Refused, naming the line: a malformed `\uXXXX` escape ([`ConfigError::Properties`]), an empty
-/// key (`=value`), and a key that is not followed by `=` or `:` ([`ConfigError::Line`]). Java reads
-/// `key value` as a setting and `key` alone as one with the empty value, but in a proxy's file
-/// either is far more often a slip (a line of prose, a lost `=`) than meant, so `kquota-proxy`
-/// asks for `key=value`, and `key=` for an empty value.
+/// Refused, naming the line: a malformed `\uXXXX` escape, an empty key (`=value`), and a key that
+/// is not followed by `=` or `:`. Java reads `key value` as a setting and `key` alone as one with
+/// the empty value, but in a proxy's file either is far more often a slip (a line of prose, a
+/// lost `=`) than meant, so `kquota-proxy` asks for `key=value`, and `key=` for an empty value.
 pub fn parse_properties(text: &str) -> Result<Vec<Property>, ConfigError> {
-    kquota_host::read_settings(text).map_err(|e| match e {
-        SettingsFileError::Line { line, problem } => ConfigError::Line { line, problem },
-        e => ConfigError::Properties(e.into()),
-    })
+    kquota_host::read_settings(text).map_err(|e| ConfigError::Setting(e.into()))
 }
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use kquota_wire::Principal;
     use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair};
 
     use super::*;
-    use crate::error::ProxyError;
+    use std::path::Path;
 
     /// A directory of files for one test, removed when dropped.
     struct Dir(PathBuf);
@@ -744,8 +552,8 @@ mod tests {
     }
 
     /// A configuration that finishes: an upstream and a listen base.
-    fn base() -> ProxyConfig {
-        let mut config = ProxyConfig::default();
+    fn base() -> ProxySettings {
+        let mut config = ProxySettings::default();
         config.set(UPSTREAM, "kafka:9092").unwrap();
         config
             .set("kquota.proxy.listen.base", "127.0.0.1:0")
@@ -754,7 +562,7 @@ mod tests {
     }
 
     fn refusal(key: &str, value: &str) -> String {
-        ProxyConfig::default()
+        ProxySettings::default()
             .set(key, value)
             .unwrap_err()
             .to_string()
@@ -945,7 +753,7 @@ mod tests {
         for (key, good, bad, why) in cases {
             // The prefix's case: one property of it.
             let key = key.replace('*', "security.protocol");
-            let mut config = ProxyConfig::default();
+            let mut config = ProxySettings::default();
             let before = format!("{config:?}");
             match config.set(&key, good) {
                 Ok(()) => assert!(cluster || !key.starts_with("kquota.cluster."), "{key}"),
@@ -959,10 +767,10 @@ mod tests {
                 config.set(&key, bad).unwrap();
                 continue;
             }
-            let mut refused = ProxyConfig::default();
+            let mut refused = ProxySettings::default();
             let e = refused.set(&key, bad).unwrap_err();
             assert!(
-                matches!(&e, ConfigError::Value { key: k, value, .. } if *k == key && value == bad),
+                matches!(&e, ConfigError::Setting(SettingError::Value { key: k, value, .. }) if *k == key && value == bad),
                 "{e:?}"
             );
             assert_eq!(e.to_string(), format!("{key}={bad}: {why}"));
@@ -991,7 +799,7 @@ mod tests {
         ] {
             c.set(key, value).unwrap();
         }
-        c.finish().unwrap();
+        let c = c.build().unwrap();
         assert_eq!(c.listen, "127.0.0.2:9093".parse().unwrap());
         assert_eq!(
             c.broker_map
@@ -1022,26 +830,27 @@ mod tests {
 
     #[test]
     fn the_tables_defaults_are_the_defaults() {
-        for s in SETTINGS {
+        for s in SETTINGS.iter() {
             let Some(default) = s.default else { continue };
             if s.key.starts_with("kquota.cluster.") && !cfg!(feature = "cluster") {
                 continue;
             }
-            let (mut set, mut untouched) = (base(), base());
+            let (mut set, untouched) = (base(), base());
             set.set(s.key, default).unwrap();
-            set.finish().unwrap();
-            untouched.finish().unwrap();
-            assert_eq!(format!("{set:?}"), format!("{untouched:?}"), "{}", s.key);
+            assert_eq!(
+                format!("{:?}", set.build().unwrap()),
+                format!("{:?}", untouched.build().unwrap()),
+                "{}",
+                s.key
+            );
         }
         assert_eq!(
-            ProxyConfig::default().listen.to_string(),
-            SETTINGS[1].default.unwrap()
+            ProxySettings::default().listen.to_string(),
+            SETTINGS.0[1].default.unwrap()
         );
         #[cfg(feature = "cluster")]
         {
-            let topic = SETTINGS
-                .iter()
-                .find(|s| s.key == "kquota.cluster.config.topic");
+            let topic = SETTINGS.find("kquota.cluster.config.topic");
             assert_eq!(
                 topic.unwrap().default,
                 Some(kquota_cluster::DEFAULT_CONFIG_TOPIC)
@@ -1061,9 +870,9 @@ mod tests {
             ("log.retention.hours", None),
             ("", None),
         ] {
-            let e = ProxyConfig::default().set(key, "1").unwrap_err();
+            let e = ProxySettings::default().set(key, "1").unwrap_err();
             assert!(
-                matches!(&e, ConfigError::UnknownKey(k) if k == key),
+                matches!(&e, ConfigError::Setting(SettingError::Unknown { key: k, .. }) if k == key),
                 "{e:?}"
             );
             let said = match meant {
@@ -1108,7 +917,7 @@ mod tests {
 
     #[test]
     fn a_window_the_meter_cannot_count_is_refused_as_it_is_set() {
-        let mut c = ProxyConfig::default();
+        let mut c = ProxySettings::default();
         c.set("quota.window.num", "4294967295").unwrap();
         let e = c
             .set("quota.window.size.seconds", "18446744073709551")
@@ -1124,22 +933,25 @@ mod tests {
 
     #[test]
     fn the_store_is_on_unless_turned_off_whatever_the_order() {
-        let mut c = ProxyConfig::default();
-        assert_eq!(c.data_dir.as_deref(), Some(Path::new(DEFAULT_DATA_DIR)));
+        let built = |c: &ProxySettings| c.build().unwrap().data_dir;
+        let mut c = base();
+        assert_eq!(built(&c).as_deref(), Some(Path::new(DEFAULT_DATA_DIR)));
         c.set("kquota.proxy.store.enable", "false").unwrap();
         c.set("kquota.data.dir", "/q").unwrap();
-        assert_eq!(c.data_dir, None);
+        assert_eq!(built(&c), None);
         c.set("kquota.proxy.store.enable", "true").unwrap();
-        assert_eq!(c.data_dir.as_deref(), Some(Path::new("/q")));
-        // On a configuration made with `new` (memory only), a directory turns the store on.
-        let mut c = ProxyConfig::new("127.0.0.1:0".parse().unwrap(), "k:1".parse().unwrap());
-        assert_eq!(c.data_dir, None);
+        assert_eq!(built(&c).as_deref(), Some(Path::new("/q")));
+        // Settings made with `new` keep quotas in memory until the store is turned on.
+        let mut c = ProxySettings::new("127.0.0.1:0".parse().unwrap(), "k:1".parse().unwrap());
+        c.set(LISTEN_BASE, "127.0.0.1:0").unwrap();
         c.set("kquota.data.dir", "/q").unwrap();
-        assert_eq!(c.data_dir.as_deref(), Some(Path::new("/q")));
+        assert_eq!(built(&c), None);
+        c.set("kquota.proxy.store.enable", "true").unwrap();
+        assert_eq!(built(&c).as_deref(), Some(Path::new("/q")));
     }
 
     #[test]
-    fn finishing_builds_tls_from_its_files() {
+    fn building_reads_tls_from_its_files() {
         let dir = Dir::new();
         let (ca, cert, key) = pki(&dir);
         let mut c = base();
@@ -1152,24 +964,20 @@ mod tests {
         c.set(UPSTREAM_CA, &ca).unwrap();
         c.set(UPSTREAM_CERT, &cert).unwrap();
         c.set(UPSTREAM_KEY, &key).unwrap();
-        // Until finished, nothing is built, and binding would refuse the configuration.
-        assert!(c.client_tls.is_none() && c.upstream_tls.is_none());
-        assert!(matches!(c.check(), Err(ProxyError::Unfinished)));
-        c.finish().unwrap();
+        let c = c.build().unwrap();
         let tls = format!("{:?}", c.client_tls.as_ref().unwrap());
         assert!(
             tls.contains("Required") && tls.contains("RULE:^CN"),
             "{tls}"
         );
         assert!(c.upstream_tls.is_some());
-        c.check().unwrap();
 
         // A file that opens but holds no PEM is named by its key and flag when finishing.
         let junk = dir.write("junk.pem", "not PEM");
         let mut c = base();
         c.set(TLS_CERT, &junk).unwrap();
         c.set(TLS_KEY, &key).unwrap();
-        let e = c.finish().unwrap_err();
+        let e = c.build().unwrap_err();
         assert!(matches!(e, ConfigError::Tls(_)), "{e:?}");
         assert!(
             e.to_string().starts_with(&format!(
@@ -1182,7 +990,7 @@ mod tests {
         c.set(TLS_CERT, &cert).unwrap();
         c.set(TLS_KEY, &key).unwrap();
         c.set(MAPPING_RULES, "RULE:(a/b/Q").unwrap();
-        let e = c.finish().unwrap_err();
+        let e = c.build().unwrap_err();
         assert_eq!(e.key(), Some(MAPPING_RULES));
         assert!(
             e.to_string()
@@ -1194,7 +1002,7 @@ mod tests {
         c.set(TLS_KEY, &key).unwrap();
         c.set(CLIENT_AUTH, "requested").unwrap();
         assert_eq!(
-            c.finish().unwrap_err().to_string(),
+            c.build().unwrap_err().to_string(),
             "ssl.client.auth (--tls-client-auth) requested or required needs \
              ssl.truststore.location (--tls-client-ca), the CAs that verify client certificates"
         );
@@ -1246,58 +1054,55 @@ mod tests {
             for (k, v) in &given {
                 c.set(k, v).unwrap();
             }
-            let e = c.finish().unwrap_err();
+            let e = c.build().unwrap_err();
             assert!(
-                matches!(e, ConfigError::Needs { key: k, needs: n } if k == key && n == needs),
+                matches!(e, ConfigError::Setting(SettingError::Needs { key: k, needs: n, .. }) if k == key && n == needs),
                 "{given:?}: {e:?}"
             );
             assert_eq!(
                 e.to_string(),
                 format!(
                     "{key} ({}) needs {needs} ({})",
-                    flag_of(key).unwrap(),
-                    flag_of(needs).unwrap()
+                    SETTINGS.flag_of(key).unwrap(),
+                    SETTINGS.flag_of(needs).unwrap()
                 )
             );
         }
     }
 
     #[test]
-    fn finishing_checks_the_upstream_and_what_binding_checks() {
-        let mut c = ProxyConfig::default();
-        let e = c.finish().unwrap_err();
+    fn building_checks_the_upstream_and_the_listeners_and_memory() {
+        let mut c = ProxySettings::default();
+        let e = c.build().unwrap_err();
         assert_eq!(
             e.to_string(),
             "kquota.proxy.upstream (--upstream) is required"
         );
         c.set(UPSTREAM, "kafka:9092").unwrap();
         assert_eq!(
-            c.finish().unwrap_err().to_string(),
+            c.build().unwrap_err().to_string(),
             "brokers need listeners: set kquota.proxy.listen.base (--listen-base) or \
              kquota.proxy.broker.map (--broker-map)"
         );
         c.set("kquota.proxy.listen.base", "0.0.0.0:19000").unwrap();
-        assert!(matches!(
-            c.finish(),
-            Err(ConfigError::Conflict(ProxyError::AdvertisedHost(_)))
-        ));
+        assert!(matches!(c.build(), Err(ConfigError::AdvertisedHost(_))));
         c.set("kquota.proxy.advertised.host", "proxy.example")
             .unwrap();
         c.set("kquota.proxy.buffer.memory.bytes", "1000").unwrap();
         assert_eq!(
-            c.finish().unwrap_err().to_string(),
+            c.build().unwrap_err().to_string(),
             "kquota.proxy.buffer.memory.bytes (1000) must hold the largest request or response \
              frame (104857604 bytes with its size prefix; socket.request.max.bytes and \
              kquota.proxy.max.response.bytes set the largest)"
         );
         c.set("socket.request.max.bytes", "996").unwrap();
         c.set("kquota.proxy.max.response.bytes", "996").unwrap();
-        c.finish().unwrap();
+        c.build().unwrap();
     }
 
     #[cfg(feature = "cluster")]
     #[test]
-    fn finishing_makes_the_cluster_config() {
+    fn building_makes_the_cluster_config() {
         let mut c = base();
         c.set("kquota.proxy.listen", "127.0.0.1:9093").unwrap();
         for (k, v) in [
@@ -1309,8 +1114,8 @@ mod tests {
         ] {
             c.set(k, v).unwrap();
         }
-        c.finish().unwrap();
-        let cluster = c.cluster.as_ref().unwrap();
+        let built = c.build().unwrap();
+        let cluster = built.cluster.as_ref().unwrap();
         assert_eq!(cluster.bootstrap_servers, "kafka:9092");
         assert!(
             cluster.instance_id.ends_with(":9093"),
@@ -1330,8 +1135,7 @@ mod tests {
         );
         assert_eq!(cluster.alter_timeout, Duration::from_millis(2500));
         c.set("kquota.cluster.instance.id", "proxy-1").unwrap();
-        c.finish().unwrap();
-        assert_eq!(c.cluster.unwrap().instance_id, "proxy-1");
+        assert_eq!(c.build().unwrap().cluster.unwrap().instance_id, "proxy-1");
     }
 
     #[test]
@@ -1372,7 +1176,7 @@ mod tests {
             [2, 3, 4, 6, 8, 9, 11]
         );
         // The same settings, from the file or given one by one, make the same configuration.
-        let (mut from_file, mut given) = (ProxyConfig::default(), ProxyConfig::default());
+        let (mut from_file, mut given) = (ProxySettings::default(), ProxySettings::default());
         for p in &read {
             from_file.set(&p.key, &p.value).unwrap();
         }
@@ -1380,7 +1184,7 @@ mod tests {
             given.set(k, v).unwrap();
         }
         assert_eq!(format!("{from_file:?}"), format!("{given:?}"));
-        assert_eq!(from_file.data_dir.as_deref(), Some(Path::new(r"C:\quotas")));
+        assert_eq!(from_file.data_dir, Path::new(r"C:\quotas"));
     }
 
     #[test]
@@ -1388,10 +1192,13 @@ mod tests {
         // The reading is kquota-host's (tested there); the proxy's error keeps the line.
         assert!(matches!(
             parse_properties("kquota.proxy.upstream=k:9092\nthis line is wrong\n"),
-            Err(ConfigError::Line { line: 2, .. })
+            Err(ConfigError::Setting(SettingError::Line { line: 2, .. }))
         ));
         let e = parse_properties("a=1\nb=\\u12\n").unwrap_err();
-        assert!(matches!(e, ConfigError::Properties(_)), "{e:?}");
+        assert!(
+            matches!(e, ConfigError::Setting(SettingError::Properties(_))),
+            "{e:?}"
+        );
         assert!(
             e.to_string()
                 .starts_with("line 2: malformed \\uXXXX escape"),
