@@ -446,8 +446,17 @@ mod tests {
         let back = UsageDelta::decode(&v1.encode(100_000).0).unwrap();
         assert!(back.reset && back.complete && back.seq == 0);
         assert_eq!(back.buckets, v1.buckets);
-        assert!(UsageDelta::decode(br#"{"v":3}"#).is_err());
-        assert!(UsageDelta::decode(b"[]").is_err());
+        assert_eq!(
+            UsageDelta::decode(br#"{"v":3}"#),
+            Err(UsageProblem::Version(3))
+        );
+        // Not an object, and an object that is not a record: malformed, with serde's reason.
+        for bad in [&b"[]"[..], br#"{"v":2,"instance":"a"}"#] {
+            match UsageDelta::decode(bad) {
+                Err(UsageProblem::Malformed(why)) => assert!(!why.is_empty()),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -394,8 +394,13 @@ mod tests {
 
     #[test]
     fn odd_records_are_read_safely() {
-        assert!(UsageRecord::decode(b"not json").is_err());
-        assert!(UsageRecord::decode(br#"{"v":2,"instance":"a","buckets":[]}"#).is_err());
+        assert!(matches!(
+            UsageRecord::decode(b"not json"),
+            Err(UsageProblem::Malformed(_))
+        ));
+        let v2 = UsageRecord::decode(br#"{"v":2,"instance":"a","buckets":[]}"#);
+        assert_eq!(v2, Err(UsageProblem::Version(2)));
+        assert_eq!(v2.unwrap_err().to_string(), "version 2 is not understood");
         let r = UsageRecord::decode(
             br#"{"v":1,"instance":"a","future":1,"buckets":[
                 {"key":"producer_byte_rate","owner":{"user":"x"},"rate":1},
