@@ -24,9 +24,10 @@ impl Stop {
 }
 
 /// A running thread and its stop. Dropping it (or [`stop`](Worker::stop)) asks the thread to
-/// end and waits until it has: each thread looks at its stop at least every poll (50 to 100 ms)
-/// and bounds what it does on the way out (a tombstone or a last record flushed for a second or
-/// two), so the wait is bounded by the thread itself.
+/// end and waits until it has: each thread looks at its stop at least every poll (50 to 100 ms;
+/// the snapshot writer between its waits, and it ends when its jobs close) and bounds what it
+/// does on the way out (a tombstone or a last record flushed for a second or two), so the wait
+/// is bounded by the thread itself.
 #[derive(Debug)]
 pub(crate) struct Worker {
     stop: Stop,
