@@ -142,7 +142,7 @@ pub use crate::describe::{
     BpsView, BrokerLimit, BrokerView, ComponentMatch, DescribedQuota, ListFilter, ListedEntity,
     Overridden,
 };
-pub use crate::text::{format_describe, format_list};
+pub use crate::text::{describe_columns, format_describe, format_list, DescribeEntry};
 // Answering as Kafka does: its error codes, and the Java map order its messages follow.
 pub use crate::error::{ApiError, ErrorCode, ParseError};
 pub use crate::java::{java_entity_string, java_hash_map_order, java_map_order, java_string_hash};

@@ -30,23 +30,45 @@ pub fn format_list(entities: &[ListedEntity]) -> String {
 /// Prints a description: `type unit value entity` rows in aligned columns, each overridden entry after
 /// the entry that overrides it, marked ` * `.
 pub fn format_describe(quotas: &[DescribedQuota]) -> String {
+    describe_columns(quotas.iter().map(|q| {
+        DescribeEntry {
+            quota_type: q.key.quota_type().to_string(),
+            unit: q.key.unit().to_string(),
+            value: number(q.value),
+            entity: q.entity.to_string(),
+            overridden: q
+                .overridden
+                .iter()
+                .map(|o| (number(o.value), o.entity.to_string()))
+                .collect(),
+        }
+    }))
+}
+
+/// One entry of a description as its columns print it: what [`describe_columns`] aligns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DescribeEntry {
+    /// The quota type column (`producer_byte_rate`).
+    pub quota_type: String,
+    /// The unit column (`bps`; empty for a key a tool does not know).
+    pub unit: String,
+    /// The value, as printed.
+    pub value: String,
+    /// The entity the value comes from, as printed.
+    pub entity: String,
+    /// The entries it overrides: their values and entities, as printed.
+    pub overridden: Vec<(String, String)>,
+}
+
+/// `type unit value entity` rows in aligned columns, each overridden entry after the entry that
+/// overrides it, marked ` * `: the text of a description, for the engine's own and the tools'.
+pub fn describe_columns(entries: impl IntoIterator<Item = DescribeEntry>) -> String {
     let mut rows: Vec<[String; 4]> = Vec::new();
-    for q in quotas {
-        let ty = q.key.quota_type().to_string();
-        let unit = q.key.unit().to_string();
-        rows.push([
-            ty.clone(),
-            unit.clone(),
-            number(q.value),
-            q.entity.to_string(),
-        ]);
-        for o in &q.overridden {
-            rows.push([
-                format!(" * {ty}"),
-                unit.clone(),
-                number(o.value),
-                o.entity.to_string(),
-            ]);
+    for e in entries {
+        let marked = format!(" * {}", e.quota_type);
+        rows.push([e.quota_type, e.unit.clone(), e.value, e.entity]);
+        for (value, entity) in e.overridden {
+            rows.push([marked.clone(), e.unit.clone(), value, entity]);
         }
     }
     let mut widths = [0usize; 3];

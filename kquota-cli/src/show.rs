@@ -12,7 +12,7 @@
 use std::cmp::Ordering;
 use std::fmt::Write as _;
 
-use kquota::{ComponentMatch, EntityType, Level, QuotaKey, DEFAULT_DISPLAY};
+use kquota::{ComponentMatch, DescribeEntry, EntityType, Level, QuotaKey, DEFAULT_DISPLAY};
 use serde_json::{json, Map, Value};
 
 use crate::client::QuotaEntry;
@@ -455,41 +455,20 @@ pub fn resolve(
 /// unit column blank, for a key this tool does not know), each overridden entry after the one that
 /// overrides it, marked ` * `.
 pub fn describe_text(described: &[Described]) -> String {
-    let mut rows: Vec<[String; 4]> = Vec::new();
-    for d in described {
-        let (ty, unit) = d.key.text_columns();
-        rows.push([
-            ty.clone(),
-            unit.clone(),
-            value_text(d.effective.value),
-            entity_text(&d.effective.entity),
-        ]);
-        for o in &d.overridden {
-            rows.push([
-                format!(" * {ty}"),
-                unit.clone(),
-                value_text(o.value),
-                entity_text(&o.entity),
-            ]);
+    kquota::describe_columns(described.iter().map(|d| {
+        let (quota_type, unit) = d.key.text_columns();
+        DescribeEntry {
+            quota_type,
+            unit,
+            value: value_text(d.effective.value),
+            entity: entity_text(&d.effective.entity),
+            overridden: d
+                .overridden
+                .iter()
+                .map(|o| (value_text(o.value), entity_text(&o.entity)))
+                .collect(),
         }
-    }
-    let mut widths = [0usize; 3];
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for [ty, unit, value, entity] in &rows {
-        let _ = writeln!(
-            out,
-            "{ty:<w0$} {unit:<w1$} {value:<w2$} {entity}",
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2]
-        );
-    }
-    out
+    }))
 }
 
 /// The `quotas` array of the `--describe` JSON document.
