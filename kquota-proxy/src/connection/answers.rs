@@ -22,7 +22,7 @@ use super::sides::Socket;
 use super::stop::or_stop;
 use crate::messages::rewrite::Advertise;
 use crate::shared::Shared;
-use crate::HostPort;
+use crate::settings::HostPort;
 
 /// The broker as the answer side sees it.
 enum Broker {

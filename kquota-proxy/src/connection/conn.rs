@@ -15,7 +15,7 @@ use super::frames::FrameReader;
 use super::sides::{ReadSide, Side, WriteSide};
 use super::stop::or_stop;
 use crate::shared::Shared;
-use crate::HostPort;
+use crate::settings::HostPort;
 
 /// What the request and answer sides of one connection share.
 pub(super) struct Conn<'a> {
@@ -42,10 +42,10 @@ impl Conn<'_> {
     }
 }
 
-/// An answer owed, and its place among the [`ProxyConfig::max_in_flight`] a connection may be
+/// An answer owed, and its place among the [`ProxySettings::max_in_flight`] a connection may be
 /// owed: held until the answer is written to the client.
 ///
-/// [`ProxyConfig::max_in_flight`]: crate::ProxyConfig::max_in_flight
+/// [`ProxySettings::max_in_flight`]: crate::settings::ProxySettings::max_in_flight
 pub(super) type Owed<'a> = (Pending, SemaphorePermit<'a>);
 
 /// How the request side ended.

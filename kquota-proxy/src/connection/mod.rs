@@ -46,7 +46,7 @@ use self::frames::FrameReader;
 use self::sides::Side;
 use self::stop::or_stop;
 use crate::shared::{Shared, Target};
-use crate::HostPort;
+use crate::settings::HostPort;
 
 /// Proxies `client` to the broker `target` stands for (connected at the first request to forward)
 /// until either side leaves, a frame is refused, the connection gives way to a new one, or the

@@ -462,7 +462,7 @@ mod tests {
 
     use super::super::testing::{in_memory, next_frame, produce, request, request_id, Harness};
     use super::*;
-    use crate::HostPort;
+    use crate::settings::HostPort;
 
     /// How long a test waits to see that nothing comes.
     const QUIET: Duration = Duration::from_millis(300);

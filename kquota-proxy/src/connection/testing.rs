@@ -27,7 +27,7 @@ use crate::metrics::Stats;
 use crate::quotas::Quotas;
 use crate::reach::Reach;
 use crate::shared::{Shared, Tasks};
-use crate::{HostPort, ProxyConfig, ProxySettings};
+use crate::settings::{HostPort, ProxyConfig, ProxySettings};
 
 // An in-memory stream has no socket under it: bytes passed on from it are copied.
 impl Socket for DuplexStream {}
