@@ -18,9 +18,9 @@ use kquota_wire::Principal;
 
 use crate::tls::{ClientTls, UpstreamTls};
 
-/// The bootstrap listener of [`ProxyConfig::default`] (`kquota.proxy.listen`): 127.0.0.1:9092.
+/// The bootstrap listener of [`ProxySettings::default`](super::ProxySettings::default) (`kquota.proxy.listen`): 127.0.0.1:9092.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9092));
-/// The quota store's directory in [`ProxyConfig::default`] (`kquota.data.dir`).
+/// The quota store's directory in [`ProxySettings::default`](super::ProxySettings::default) (`kquota.data.dir`).
 pub const DEFAULT_DATA_DIR: &str = "kquota-proxy-data";
 
 /// Kafka's `socket.request.max.bytes` default: the largest request frame, 100 MiB.
