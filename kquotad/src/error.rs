@@ -121,6 +121,8 @@ pub enum Problem {
     NotBool,
     /// Not a whole number, or one below the given minimum.
     WholeNumberAtLeast(u32),
+    /// Not a whole number from the first to the second, both included.
+    WholeNumberBetween(u32, u32),
     /// Not a whole number of milliseconds, or one below the given minimum (0: any).
     Milliseconds(u32),
     /// Not a frame size: a whole number from 1 to 2³¹ − 1, as Kafka's `int` settings.
@@ -176,6 +178,9 @@ impl fmt::Display for Problem {
         match self {
             Problem::NotBool => f.write_str("must be true or false"),
             Problem::WholeNumberAtLeast(min) => write!(f, "must be a whole number ≥ {min}"),
+            Problem::WholeNumberBetween(min, max) => {
+                write!(f, "must be a whole number from {min} to {max}")
+            }
             Problem::Milliseconds(0) => f.write_str("must be a whole number of milliseconds"),
             Problem::Milliseconds(min) => {
                 write!(f, "must be a whole number of milliseconds ≥ {min}")
@@ -235,6 +240,8 @@ pub enum StartError {
     Store(kquota_store::StoreError),
     /// A listener could not be bound.
     Bind(SocketAddr, std::io::Error),
+    /// The network threads could not be started.
+    NetworkThreads(std::io::Error),
     /// Joining the cluster through Kafka failed (the configuration log or the membership).
     #[cfg(feature = "cluster")]
     Cluster(kquota_cluster::ClusterError),
@@ -246,6 +253,7 @@ impl fmt::Display for StartError {
             StartError::Config(e) => write!(f, "{e}"),
             StartError::Store(e) => write!(f, "{e}"),
             StartError::Bind(addr, e) => write!(f, "cannot listen on {addr}: {e}"),
+            StartError::NetworkThreads(e) => write!(f, "cannot start the network threads: {e}"),
             #[cfg(feature = "cluster")]
             StartError::Cluster(e) => write!(f, "joining the cluster through Kafka: {e}"),
         }
@@ -258,7 +266,7 @@ impl Error for StartError {
             // Config and Store print as their error: the source is the error's own.
             StartError::Config(e) => e.source(),
             StartError::Store(e) => e.source(),
-            StartError::Bind(_, e) => Some(e),
+            StartError::Bind(_, e) | StartError::NetworkThreads(e) => Some(e),
             #[cfg(feature = "cluster")]
             StartError::Cluster(e) => Some(e),
         }

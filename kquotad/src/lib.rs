@@ -7,8 +7,9 @@
 //!
 //! Listeners are configured as Kafka's (`listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093`,
 //! with `listener.security.protocol.map` for custom names); each speaks PLAINTEXT, SSL,
-//! SASL_PLAINTEXT or SASL_SSL (see [`kquota_wire::SecurityProtocol`]). One tokio task per connection reads
-//! size-prefixed frames, answers them strictly in order (Kafka's pipelining guarantee), and closes
+//! SASL_PLAINTEXT or SASL_SSL (see [`kquota_wire::SecurityProtocol`]). One tokio task per connection,
+//! on one of the network threads (`num.network.threads`, one per CPU by default; given out in turn
+//! as connections are accepted, each keeping its own for its life), reads size-prefixed frames, answers them strictly in order (Kafka's pipelining guarantee), and closes
 //! the connection where Kafka would. Limits: the request frame size (`socket.request.max.bytes`,
 //! 100 MiB by default; `sasl.server.max.receive.size`, 512 KiB, before a SASL client has
 //! authenticated), the request bytes read or queued at once over all connections
@@ -59,7 +60,7 @@ pub use kquota_host::SHUTDOWN_GRACE;
 // Its settings, set as Kafka's `server.properties` keys, each checked as it is set.
 pub use crate::settings::{
     parse_properties, settings_help, AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap,
-    ServerConfig, SslSettings, KNOWN_PROPERTIES, SETTINGS,
+    ServerConfig, SslSettings, KNOWN_PROPERTIES, MAX_NETWORK_THREADS, SETTINGS,
 };
 // What can be wrong with them, and with a start.
 pub use crate::error::{ConfigError, LineProblem, Problem, Source, StartError};

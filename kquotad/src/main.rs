@@ -49,6 +49,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///   queued.max.request.bytes=268435456
 ///   max.connections=1024
 ///   max.connections.per.ip=100
+///   num.network.threads=4
 ///   connections.max.idle.ms=600000
 ///   kquota.connections.grace.ms=10000
 ///
@@ -139,6 +140,10 @@ struct Args {
     /// Most connections open at once [default: 1024]
     #[arg(long, value_name = "N")]
     max_connections: Option<String>,
+    /// Threads that serve client connections, 1-256; each connection stays on the one it was
+    /// given when accepted, in turn (num.network.threads) [default: one per CPU]
+    #[arg(long, value_name = "N")]
+    num_network_threads: Option<String>,
     /// Close connections idle this long, in milliseconds [default: 600000]
     #[arg(long, value_name = "MS")]
     idle_timeout_ms: Option<String>,
@@ -281,6 +286,7 @@ fn settings(args: &Args) -> Result<(ServerConfig, Vec<String>), String> {
         ("socket.request.max.bytes", &args.max_request_bytes),
         ("queued.max.request.bytes", &args.queued_max_request_bytes),
         ("max.connections", &args.max_connections),
+        ("num.network.threads", &args.num_network_threads),
         ("connections.max.idle.ms", &args.idle_timeout_ms),
         ("node.id", &args.node_id),
         ("kquota.draft.alter.quotas.enable", &args.draft_alter_quotas),

@@ -23,7 +23,7 @@ use crate::peer::Endpoint;
 use crate::settings::{ListenerConfig, ServerConfig};
 use crate::tls;
 use kquota_host::http::ClusterState;
-use kquota_host::{Budget, Slots};
+use kquota_host::{Budget, NetworkThreads, Slots};
 
 /// A server that is bound and ready to serve.
 pub struct Server {
@@ -41,6 +41,9 @@ pub struct Server {
     metrics: Arc<Metrics>,
     /// The configuration log and membership, for readiness and metrics.
     cluster: ClusterState,
+    /// Where the connections are served (`num.network.threads`); the listeners stay on the
+    /// runtime that serves.
+    threads: Arc<NetworkThreads>,
 }
 
 /// This instance's membership among the others, when it shares their configuration.
@@ -185,6 +188,8 @@ impl Server {
                 .map_err(|e| StartError::Bind(listener.addr, e))?;
             sockets.push((tcp, local, listener));
         }
+        let threads = NetworkThreads::start(config.network_threads.get())
+            .map_err(StartError::NetworkThreads)?;
         let (opened, members) = open(&config).await?;
         #[allow(unused_mut)] // Without the cluster feature nothing more is filled in.
         let mut cluster = ClusterState::default();
@@ -267,6 +272,7 @@ impl Server {
             metrics_listener,
             metrics,
             cluster,
+            threads: Arc::new(threads),
         })
     }
 
@@ -314,6 +320,7 @@ impl Server {
                 Arc::clone(&config),
                 Arc::clone(&slots),
                 budget.clone(),
+                Arc::clone(&self.threads),
                 stopping.clone(),
             ));
         }
@@ -340,7 +347,9 @@ impl Server {
         shutdown.await;
         info!("shutting down: no new connections; finishing requests in flight");
         stop.stop();
+        // Every connection has ended: the network threads can go.
         while acceptors.join_next().await.is_some() {}
+        drop(self.threads);
         info!("stopped");
     }
 }

@@ -83,6 +83,10 @@ pub struct ServerConfig {
     pub max_connections_per_ip: NonZeroUsize,
     /// Idle time after which a connection is closed (`connections.max.idle.ms`).
     pub idle_timeout: Duration,
+    /// The threads that serve client connections (`num.network.threads`, 1 to
+    /// [`MAX_NETWORK_THREADS`]; one per CPU by default, as the proxy's): each connection stays on
+    /// the one it was given when accepted, in turn, so that its wake-ups never cross threads.
+    pub network_threads: NonZeroUsize,
     /// How long a new connection has to authenticate, or on PLAINTEXT and SSL to send a valid
     /// request, before it is closed; and how long an authenticated connection must have been idle
     /// before it may give way to a new one when `max.connections` is reached
@@ -151,6 +155,7 @@ impl Default for ServerConfig {
             max_connections: nonzero(1024),
             max_connections_per_ip: NonZeroUsize::MAX,
             idle_timeout: Duration::from_millis(600_000),
+            network_threads: default_network_threads(),
             connection_grace: Duration::from_millis(10_000),
             node_id: 1,
             cluster_id: "kquota-cluster".to_owned(),
@@ -203,6 +208,25 @@ fn frame_size(value: &str) -> Result<NonZeroUsize, Problem> {
         .filter(|n| *n > 0)
         .and_then(|n| NonZeroUsize::new(n as usize))
         .ok_or(Problem::FrameSize)
+}
+
+/// The most `num.network.threads` a server takes: far more than a host has CPUs to run them.
+pub const MAX_NETWORK_THREADS: usize = 256;
+
+/// One network thread per CPU the process may use (within [`MAX_NETWORK_THREADS`]), and one
+/// where that cannot be told: requests are handled on blocking threads, so a network thread only
+/// moves bytes and more of them than CPUs would only take turns.
+fn default_network_threads() -> NonZeroUsize {
+    let cpus = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+    NonZeroUsize::new(cpus.min(MAX_NETWORK_THREADS)).unwrap_or(NonZeroUsize::MIN)
+}
+
+/// `num.network.threads`: 1 to [`MAX_NETWORK_THREADS`].
+fn network_threads(value: &str) -> Result<NonZeroUsize, Problem> {
+    number::<usize>(value)
+        .filter(|n| *n <= MAX_NETWORK_THREADS)
+        .and_then(NonZeroUsize::new)
+        .ok_or(Problem::WholeNumberBetween(1, MAX_NETWORK_THREADS as u32))
 }
 
 /// A count of at least 1.
@@ -349,6 +373,7 @@ impl ServerConfig {
             }
             "max.connections" => self.max_connections = count(value)?,
             "max.connections.per.ip" => self.max_connections_per_ip = count(value)?,
+            "num.network.threads" => self.network_threads = network_threads(value)?,
             "connections.max.idle.ms" => {
                 self.idle_timeout = Duration::from_millis(
                     number(value)
@@ -444,6 +469,26 @@ mod tests {
         assert!(
             matches!(refusal("no.such.key", "1"), ConfigError::UnknownKey(k) if k == "no.such.key")
         );
+    }
+
+    #[test]
+    fn num_network_threads_is_one_to_256() {
+        let mut config = ServerConfig::default();
+        let cpus = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        assert_eq!(config.network_threads.get(), cpus.min(MAX_NETWORK_THREADS));
+        for n in ["1", "4", "256"] {
+            config.set("num.network.threads", n).unwrap();
+            assert_eq!(config.network_threads.get().to_string(), n);
+        }
+        for refused in ["0", "257", "-1", "two", ""] {
+            assert_eq!(
+                refusal("num.network.threads", refused).to_string(),
+                format!("num.network.threads={refused}: must be a whole number from 1 to 256")
+            );
+        }
+        // A refused value leaves the last good one.
+        assert!(config.set("num.network.threads", "0").is_err());
+        assert_eq!(config.network_threads.get(), 256);
     }
 
     #[test]

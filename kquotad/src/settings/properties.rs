@@ -22,6 +22,7 @@ pub const KNOWN_PROPERTIES: &[&str] = &[
     "queued.max.request.bytes",
     "max.connections",
     "max.connections.per.ip",
+    "num.network.threads",
     "connections.max.idle.ms",
     "kquota.connections.grace.ms",
     "node.id",
@@ -104,6 +105,10 @@ pub const SETTINGS: &[(&str, &str)] = &[
     (
         "max.connections.per.ip",
         "connections open at once from one address (no limit)",
+    ),
+    (
+        "num.network.threads",
+        "threads serving the connections, each one's for its life; 1-256 (one per CPU)",
     ),
     (
         "connections.max.idle.ms",

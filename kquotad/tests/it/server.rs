@@ -532,3 +532,68 @@ fn a_misspelt_settings_key_is_warned_with_the_key_meant() {
         "{err}"
     );
 }
+
+/// The threads of process `pid` named as network threads (`kquota-network-N`, which Linux
+/// truncates to 15 bytes).
+fn network_threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter(|task| {
+            let comm = std::fs::read_to_string(task.as_ref().unwrap().path().join("comm"));
+            comm.is_ok_and(|c| c.starts_with("kquota-network"))
+        })
+        .count()
+}
+
+/// `num.network.threads`: the server runs that many network threads and serves more
+/// connections than it has threads, all open at once; a SIGTERM still finishes gracefully with
+/// the connections on those threads.
+#[test]
+fn serves_on_one_and_on_four_network_threads() {
+    for n in [1, 4] {
+        let dir = data_dir();
+        let threads = n.to_string();
+        let mut server = Kquotad::start(&dir, &["--num-network-threads", &threads]);
+        assert_eq!(
+            network_threads(server.child.id()),
+            n,
+            "--num-network-threads {n}"
+        );
+        let addr = server.addr;
+        let mut conns: Vec<Conn> = (0..8).map(|_| Conn::open(addr)).collect();
+        // Every connection alters, then every one describes what all of them altered.
+        for (i, conn) in conns.iter_mut().enumerate() {
+            let req = AlterClientQuotasRequest::default()
+                .with_entries(vec![set_user(&format!("n{i}"), i as f64 + 1.0)]);
+            let resp = conn.call(&req, 1).expect("answered");
+            assert_eq!(resp.entries[0].error_code, 0, "threads {n}, connection {i}");
+        }
+        let all: Vec<(String, f64)> = (0..8).map(|i| (format!("n{i}"), i as f64 + 1.0)).collect();
+        for conn in &mut conns {
+            assert_eq!(users(conn), all, "threads {n}");
+        }
+        let status = server.terminate(Duration::from_secs(30));
+        assert!(status.success(), "threads {n}: exit status {status}");
+    }
+}
+
+#[test]
+fn num_network_threads_is_refused_outside_1_to_256() {
+    for args in [
+        &["--num-network-threads", "0"][..],
+        &["--override", "num.network.threads=0"][..],
+    ] {
+        let (code, err) = kquotad_exit(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("num.network.threads=0: must be a whole number from 1 to 256"),
+            "{args:?}: {err}"
+        );
+    }
+    let (code, err) = kquotad_exit(&["--num-network-threads", "257"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("num.network.threads=257: must be a whole number from 1 to 256"),
+        "{err}"
+    );
+}
