@@ -3,6 +3,8 @@
 //!
 //! Run: `cargo bench --bench server` (plain harness: throughput with concurrency is not a criterion
 //! measurement). Each client is a thread with its own connection sending one request at a time.
+//! The server is configured as `kquotad`'s defaults: its connections on one network thread per CPU
+//! (`num.network.threads`). docs/benchmarks.md has the figures, before and after that change.
 
 // A bench binary, not a library.
 #![allow(missing_docs)]
