@@ -26,7 +26,7 @@ use kafka_protocol::protocol::{Encodable, Request, StrBytes};
 use kquota::{Alteration, Engine, Entity, EntityName};
 use kquota_store::Store;
 use kquota_wire::Principal;
-use kquotad::{Server, ServerConfig};
+use kquotad::{Server, ServerSettings};
 
 // The server runs in this process: give it the allocator `kquotad` ships with.
 #[cfg(feature = "mimalloc")]
@@ -118,14 +118,14 @@ fn main() {
     // Criterion passes `--bench`; nothing else is expected.
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = temp_dir("rps");
-    let config = ServerConfig {
-        listeners: "PLAINTEXT://127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.clone(),
-        // The bench's clients are anonymous and alter.
-        super_users: vec![Principal::anonymous()],
-        ..ServerConfig::default()
-    };
-    let server = runtime.block_on(Server::bind(config)).unwrap();
+    let mut config = ServerSettings::default();
+    config.listeners = "PLAINTEXT://127.0.0.1:0".parse().unwrap();
+    config.data_dir = dir.clone();
+    // The bench's clients are anonymous and alter.
+    config.super_users = vec![Principal::anonymous()];
+    let server = runtime
+        .block_on(Server::bind(config.build().unwrap()))
+        .unwrap();
     let addr = server.local_addr();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let serving = runtime.spawn(server.serve(async {
@@ -173,17 +173,17 @@ fn main() {
             build.elapsed().as_secs_f64()
         );
     }
-    let config = ServerConfig {
-        listeners: "PLAINTEXT://127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.clone(),
-        // The bench's clients are anonymous and alter.
-        super_users: vec![Principal::anonymous()],
-        ..ServerConfig::default()
-    };
+    let mut config = ServerSettings::default();
+    config.listeners = "PLAINTEXT://127.0.0.1:0".parse().unwrap();
+    config.data_dir = dir.clone();
+    // The bench's clients are anonymous and alter.
+    config.super_users = vec![Principal::anonymous()];
     let mut best = Duration::MAX;
     for _ in 0..3 {
         let start = Instant::now();
-        let server = runtime.block_on(Server::bind(config.clone())).unwrap();
+        let server = runtime
+            .block_on(Server::bind(config.build().unwrap()))
+            .unwrap();
         let took = start.elapsed();
         assert_eq!(server.loaded(), 1_000_000);
         best = best.min(took);

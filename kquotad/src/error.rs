@@ -1,42 +1,23 @@
-//! What can go wrong before the server serves: a setting ([`ConfigError`], with the [`Problem`] of a
-//! refused value or the [`LineProblem`] of a properties line), or the start itself ([`StartError`]).
+//! What can go wrong before the server serves: a setting ([`ConfigError`]: one setting's
+//! [`SettingError`], as both servers word it, or settings that do not work together), or the start
+//! itself ([`StartError`]).
 //!
 //! Every message is the one `kquotad` prints; tests and the operators' scripts match on them.
 
 use std::error::Error;
 use std::fmt;
 
-pub use kquota_host::LineProblem;
 use std::net::SocketAddr;
 
-/// An error of another crate (the engine's, `kquota-wire`'s), kept as the [`Error::source`].
-pub type Source = Box<dyn Error + Send + Sync>;
+use kquota_host::settings::{Problem, SettingError, Source};
 
 /// A setting that cannot be used, or settings that do not work together.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// A line of a properties file is not `key=value`.
-    Line {
-        /// The 1-based number of the line.
-        line: usize,
-        /// What is wrong with it.
-        problem: LineProblem,
-    },
-    /// The properties text cannot be read at all (a malformed `\uXXXX` escape); the source names
-    /// the line.
-    Properties(Source),
-    /// A setting's value is refused.
-    Value {
-        /// The setting (`max.connections`).
-        key: String,
-        /// The value as given.
-        value: String,
-        /// Why it is refused.
-        problem: Problem,
-    },
-    /// A key that `ServerConfig::set` does not know.
-    UnknownKey(String),
+    /// One setting: a line of a file that is not `key=value`, an unknown key, or a value the key
+    /// cannot hold.
+    Setting(SettingError),
     /// A TLS listener, and neither `ssl.keystore.location` nor an inline certificate chain and key.
     NoKeystore,
     /// A SASL listener, and no `sasl.credentials.file`.
@@ -59,32 +40,18 @@ pub enum ConfigError {
 
 impl ConfigError {
     /// `key=value` is refused for `problem`.
-    pub(crate) fn value(key: &str, value: &str, problem: Problem) -> ConfigError {
-        ConfigError::Value {
-            key: key.to_owned(),
-            value: value.to_owned(),
-            problem,
-        }
+    pub(crate) fn value(key: &str, value: &str, problem: impl Into<Problem>) -> ConfigError {
+        ConfigError::Setting(SettingError::value(key, value, problem.into()))
     }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::Line { line, problem } => write!(f, "line {line}: {problem}"),
-            ConfigError::Properties(e)
-            | ConfigError::Tls(e)
-            | ConfigError::Credentials(e)
-            | ConfigError::Engine(e) => write!(f, "{e}"),
-            ConfigError::Value {
-                key,
-                value,
-                problem,
-            } => write!(f, "{key}={value}: {problem}"),
-            ConfigError::UnknownKey(key) => f.write_str(&kquota_host::exit::unknown_setting(
-                key,
-                crate::KNOWN_PROPERTIES.iter().copied(),
-            )),
+            ConfigError::Setting(e) => write!(f, "{e}"),
+            ConfigError::Tls(e) | ConfigError::Credentials(e) | ConfigError::Engine(e) => {
+                write!(f, "{e}")
+            }
             ConfigError::NoKeystore => f.write_str(
                 "a TLS listener needs ssl.keystore.location (a PEM file with the certificate chain and key), or ssl.keystore.certificate.chain and ssl.keystore.key",
             ),
@@ -103,50 +70,35 @@ impl fmt::Display for ConfigError {
 impl Error for ConfigError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            ConfigError::Properties(e)
-            | ConfigError::Tls(e)
-            | ConfigError::Credentials(e)
-            | ConfigError::Engine(e) => Some(&**e),
-            ConfigError::Value { problem, .. } => problem.source(),
+            // A setting prints as its error: the source is the error's own.
+            ConfigError::Setting(e) => e.source(),
+            ConfigError::Tls(e) | ConfigError::Credentials(e) | ConfigError::Engine(e) => {
+                Some(&**e)
+            }
             _ => None,
         }
     }
 }
 
-/// Why a setting's value is refused.
-#[derive(Debug)]
+impl From<SettingError> for ConfigError {
+    fn from(e: SettingError) -> Self {
+        ConfigError::Setting(e)
+    }
+}
+
+/// Why a value of one of `kquotad`'s own settings is refused (the reasons both servers share are
+/// [`Problem`]'s); kept as the source of [`Problem::Refused`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Problem {
-    /// Not `true` or `false`.
-    NotBool,
-    /// Not a whole number, or one below the given minimum.
-    WholeNumberAtLeast(u32),
-    /// Not a whole number from the first to the second, both included.
-    WholeNumberBetween(u32, u32),
-    /// Not a whole number of milliseconds, or one below the given minimum (0: any).
-    Milliseconds(u32),
-    /// Not a frame size: a whole number from 1 to 2³¹ − 1, as Kafka's `int` settings.
-    FrameSize,
-    /// Not a whole number of bytes (Kafka's LONG).
-    Bytes,
-    /// Not a finite number above 0.
-    PositiveNumber,
-    /// Empty.
-    Empty,
+pub enum ValueProblem {
     /// A keystore or truststore type other than PEM.
     NotPem,
     /// A key password: encrypted PEM keys are not supported.
     EncryptedKey,
-    /// A principal mapping other than `DEFAULT`.
-    PrincipalMapping,
-    /// A setting of a feature this build does not have (its name).
-    NotBuilt(&'static str),
     /// `sasl.enabled.mechanisms` names none.
     NoMechanism,
     /// An advertised listener with port 0.
     AdvertisedPortZero,
-    /// Not an IP address and port (`127.0.0.1:9405`, `[::1]:9405`).
-    IpPort,
     /// A listener list entry that is not `NAME://host:port`.
     NotNameHostPort(String),
     /// A listener list entry with an empty name.
@@ -168,65 +120,39 @@ pub enum Problem {
     NameTwice(String),
     /// Two listeners on the same port (other than 0).
     PortTwice(u16),
-    /// Refused by the parser of the value's type (principals, mechanisms, protocols, policies,
-    /// `ssl.client.auth`), whose error is the source.
-    Refused(Source),
 }
 
-impl fmt::Display for Problem {
+impl fmt::Display for ValueProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Problem::NotBool => f.write_str("must be true or false"),
-            Problem::WholeNumberAtLeast(min) => write!(f, "must be a whole number ≥ {min}"),
-            Problem::WholeNumberBetween(min, max) => {
-                write!(f, "must be a whole number from {min} to {max}")
-            }
-            Problem::Milliseconds(0) => f.write_str("must be a whole number of milliseconds"),
-            Problem::Milliseconds(min) => {
-                write!(f, "must be a whole number of milliseconds ≥ {min}")
-            }
-            Problem::FrameSize => f.write_str("must be a whole number between 1 and 2147483647"),
-            Problem::Bytes => f.write_str("must be a whole number of bytes (-1 for no limit)"),
-            Problem::PositiveNumber => f.write_str("must be a number > 0"),
-            Problem::Empty => f.write_str("must not be empty"),
-            Problem::NotPem => f.write_str("only PEM is supported"),
-            Problem::EncryptedKey => f.write_str(
+            ValueProblem::NotPem => f.write_str("only PEM is supported"),
+            ValueProblem::EncryptedKey => f.write_str(
                 "encrypted PEM keys are not supported; leave the key unencrypted and protect the file",
             ),
-            Problem::PrincipalMapping => f.write_str(
-                "only DEFAULT is supported (the subject's RFC 2253 name); plug in a PrincipalBuilder for other mappings",
-            ),
-            Problem::NotBuilt(feature) => write!(
-                f,
-                "this kquotad was built without the `{feature}` feature (build it with `--features {feature}`)"
-            ),
-            Problem::NoMechanism => f.write_str("name at least one mechanism"),
-            Problem::AdvertisedPortZero => f.write_str("an advertised port must not be 0"),
-            Problem::IpPort => f.write_str("must be an IP address and port, as 127.0.0.1:9405"),
-            Problem::NotNameHostPort(item) => write!(f, "'{item}' is not NAME://host:port"),
-            Problem::NoListenerName(item) => write!(f, "'{item}' has no listener name"),
-            Problem::NoPort(item) => write!(f, "'{item}' has no port"),
-            Problem::BadPort(item) => write!(f, "'{item}': the port must be a number 0-65535"),
-            Problem::NoListener => f.write_str("no listener given"),
-            Problem::NotNameProtocol(item) => write!(f, "'{item}' is not NAME:PROTOCOL"),
-            Problem::NotAProtocol(name) => write!(
+            ValueProblem::NoMechanism => f.write_str("name at least one mechanism"),
+            ValueProblem::AdvertisedPortZero => f.write_str("an advertised port must not be 0"),
+            ValueProblem::NotNameHostPort(item) => write!(f, "'{item}' is not NAME://host:port"),
+            ValueProblem::NoListenerName(item) => write!(f, "'{item}' has no listener name"),
+            ValueProblem::NoPort(item) => write!(f, "'{item}' has no port"),
+            ValueProblem::BadPort(item) => write!(f, "'{item}': the port must be a number 0-65535"),
+            ValueProblem::NoListener => f.write_str("no listener given"),
+            ValueProblem::NotNameProtocol(item) => write!(f, "'{item}' is not NAME:PROTOCOL"),
+            ValueProblem::NotAProtocol(name) => write!(
                 f,
                 "listener '{name}' is not a security protocol; map it with listener.security.protocol.map={name}:SASL_SSL (or another protocol)"
             ),
-            Problem::NotAnIpAddress(host) => write!(f, "'{host}' is not an IP address"),
-            Problem::NameTwice(name) => write!(f, "listener name '{name}' is used twice"),
-            Problem::PortTwice(port) => write!(f, "port {port} is used twice"),
-            Problem::Refused(e) => write!(f, "{e}"),
+            ValueProblem::NotAnIpAddress(host) => write!(f, "'{host}' is not an IP address"),
+            ValueProblem::NameTwice(name) => write!(f, "listener name '{name}' is used twice"),
+            ValueProblem::PortTwice(port) => write!(f, "port {port} is used twice"),
         }
     }
 }
 
-impl Error for Problem {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            Problem::Refused(e) => Some(&**e),
-            _ => None,
-        }
+impl Error for ValueProblem {}
+
+impl From<ValueProblem> for Problem {
+    fn from(p: ValueProblem) -> Problem {
+        Problem::refused(p)
     }
 }
 

@@ -2,8 +2,9 @@
 //!
 //! It serves Kafka's quota admin APIs (the `kquota-wire` handler) over TCP and TLS listeners, from an
 //! engine whose configuration lives in the durable `kquota-store`. The `kquotad` binary is this
-//! crate's [`Server`] behind a command line; a host embedding the server builds a [`ServerConfig`]
-//! and calls [`Server::bind`], then [`Server::serve`].
+//! crate's [`Server`] behind a command line; a host embedding the server gives its
+//! [`ServerSettings`], builds the [`ServerConfig`] from them and calls [`Server::bind`], then
+//! [`Server::serve`].
 //!
 //! Listeners are configured as Kafka's (`listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093`,
 //! with `listener.security.protocol.map` for custom names); each speaks PLAINTEXT, SSL,
@@ -31,10 +32,10 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), kquotad::StartError> {
-//! let mut config = kquotad::ServerConfig::default();
-//! config.set("listeners", "PLAINTEXT://127.0.0.1:9092")?;
-//! config.set("kquota.data.dir", "/var/lib/kquota")?;
-//! let server = kquotad::Server::bind(config).await?;
+//! let mut settings = kquotad::ServerSettings::default();
+//! settings.set("listeners", "PLAINTEXT://127.0.0.1:9092")?;
+//! settings.set("kquota.data.dir", "/var/lib/kquota")?;
+//! let server = kquotad::Server::bind(settings.build()?).await?;
 //! server.serve(async { /* until the host stops */ }).await;
 //! # Ok(())
 //! # }
@@ -57,10 +58,14 @@ mod tls;
 // The server: bind it with its settings, then serve until a future resolves.
 pub use crate::server::Server;
 pub use kquota_host::SHUTDOWN_GRACE;
-// Its settings, set as Kafka's `server.properties` keys, each checked as it is set.
+// Its settings as given (as Kafka's `server.properties` keys, or by field), each checked as it is
+// set, then checked together into the configuration it binds with; and the table of keys.
 pub use crate::settings::{
-    parse_properties, settings_help, AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap,
-    ServerConfig, SslSettings, KNOWN_PROPERTIES, MAX_NETWORK_THREADS, SETTINGS,
+    parse_properties, AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap, ServerConfig,
+    ServerSettings, SslSettings, MAX_NETWORK_THREADS, SETTINGS,
 };
+pub use kquota_host::settings::values::{Capacity, FrameSize};
+pub use kquota_host::settings::{Setting, Settings};
 // What can be wrong with them, and with a start.
-pub use crate::error::{ConfigError, LineProblem, Problem, Source, StartError};
+pub use crate::error::{ConfigError, StartError, ValueProblem};
+pub use kquota_host::settings::{LineProblem, Problem, SettingError, Source};

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use kquota_wire::{Credentials, ScramCredential, ScramMechanism};
-use kquotad::{parse_properties, Server, ServerConfig, StartError, KNOWN_PROPERTIES};
+use kquotad::{parse_properties, Server, ServerConfig, ServerSettings, StartError, SETTINGS};
 use tracing::{info, warn};
 
 /// The name a fatal line starts with.
@@ -77,7 +77,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     version,
     verbatim_doc_comment,
     args_conflicts_with_subcommands = true,
-    after_long_help = kquotad::settings_help()
+    after_long_help = SETTINGS.help()
 )]
 struct Args {
     #[command(subcommand)]
@@ -236,9 +236,48 @@ fn scram_credential(
     Ok(())
 }
 
-/// The settings, and warnings about them to log once the log (whose format they set) is up.
+/// The flags that set a key, as given: `(flag, value)`; the table names the key of each.
+fn flag_settings(args: &Args) -> [(&'static str, &Option<String>); 21] {
+    [
+        ("--listeners", &args.listeners),
+        (
+            "--listener-security-protocol-map",
+            &args.listener_security_protocol_map,
+        ),
+        ("--advertised-listeners", &args.advertised_listeners),
+        ("--super-users", &args.super_users),
+        ("--sasl-credentials-file", &args.sasl_credentials_file),
+        ("--sasl-enabled-mechanisms", &args.sasl_enabled_mechanisms),
+        ("--data-dir", &args.data_dir),
+        ("--metrics-listen", &args.metrics_listen),
+        ("--cluster-bootstrap", &args.cluster_bootstrap),
+        ("--sub-quota-policy", &args.sub_quota_policy),
+        ("--broker-count", &args.broker_count),
+        ("--producer-capacity", &args.producer_capacity),
+        ("--consumer-capacity", &args.consumer_capacity),
+        ("--max-request-bytes", &args.max_request_bytes),
+        ("--queued-max-request-bytes", &args.queued_max_request_bytes),
+        ("--max-connections", &args.max_connections),
+        ("--num-network-threads", &args.num_network_threads),
+        ("--idle-timeout-ms", &args.idle_timeout_ms),
+        ("--node-id", &args.node_id),
+        ("--draft-alter-quotas", &args.draft_alter_quotas),
+        ("--log-format", &args.log_format),
+    ]
+}
+
+/// The key `flag` sets, from the settings' table.
+fn key_of(flag: &str) -> &'static str {
+    SETTINGS
+        .by_flag(flag)
+        .map(|s| s.key)
+        .expect("every flag is in kquotad::SETTINGS (a test checks it)")
+}
+
+/// The settings: the file's, then `--override`'s, then the flags', checked together; and warnings
+/// about them to log once the log (whose format they set) is up.
 fn settings(args: &Args) -> Result<(ServerConfig, Vec<String>), String> {
-    let mut config = ServerConfig::default();
+    let mut given = ServerSettings::default();
     let mut warnings = Vec::new();
     if let Some(path) = &args.config {
         let text = std::fs::read_to_string(path)
@@ -246,66 +285,31 @@ fn settings(args: &Args) -> Result<(ServerConfig, Vec<String>), String> {
         let props = parse_properties(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         for p in &props {
             let at = format!("{}: line {}", path.display(), p.line);
-            if KNOWN_PROPERTIES.contains(&p.key.as_str()) {
-                config
+            if SETTINGS.find(&p.key).is_some() {
+                given
                     .set(&p.key, &p.value)
                     .map_err(|e| format!("{at}: {e}"))?;
             } else {
                 // Warned and left, as Kafka's broker does with keys it does not use: a Kafka
                 // server.properties, with its many broker keys, is a valid kquotad file.
-                warnings.push(format!(
-                    "{at}: ignoring {}",
-                    kquota_host::exit::unknown_setting(&p.key, KNOWN_PROPERTIES.iter().copied())
-                ));
+                warnings.push(format!("{at}: ignoring {}", SETTINGS.unknown(&p.key)));
             }
         }
     }
-    let flags = [
-        ("listeners", &args.listeners),
-        (
-            "listener.security.protocol.map",
-            &args.listener_security_protocol_map,
-        ),
-        ("advertised.listeners", &args.advertised_listeners),
-        ("super.users", &args.super_users),
-        ("sasl.credentials.file", &args.sasl_credentials_file),
-        ("sasl.enabled.mechanisms", &args.sasl_enabled_mechanisms),
-        ("kquota.data.dir", &args.data_dir),
-        ("kquota.metrics.listen", &args.metrics_listen),
-        ("kquota.cluster.bootstrap.servers", &args.cluster_bootstrap),
-        ("kquota.sub.quota.policy", &args.sub_quota_policy),
-        ("kquota.broker.count", &args.broker_count),
-        (
-            "kquota.producer.capacity.bytes.per.sec",
-            &args.producer_capacity,
-        ),
-        (
-            "kquota.consumer.capacity.bytes.per.sec",
-            &args.consumer_capacity,
-        ),
-        ("socket.request.max.bytes", &args.max_request_bytes),
-        ("queued.max.request.bytes", &args.queued_max_request_bytes),
-        ("max.connections", &args.max_connections),
-        ("num.network.threads", &args.num_network_threads),
-        ("connections.max.idle.ms", &args.idle_timeout_ms),
-        ("node.id", &args.node_id),
-        ("kquota.draft.alter.quotas.enable", &args.draft_alter_quotas),
-        ("log.format", &args.log_format),
-    ];
     for item in &args.overrides {
         let (key, value) = item
             .split_once('=')
             .ok_or_else(|| format!("--override {item}: expected KEY=VALUE"))?;
-        config
+        given
             .set(key.trim(), value.trim())
             .map_err(|e| format!("--override: {e}"))?;
     }
-    for (key, value) in flags {
+    for (flag, value) in flag_settings(args) {
         if let Some(value) = value {
-            config.set(key, value).map_err(|e| e.to_string())?;
+            given.set(key_of(flag), value).map_err(|e| e.to_string())?;
         }
     }
-    config.listener_configs().map_err(|e| e.to_string())?;
+    let config = given.build().map_err(|e| e.to_string())?;
     Ok((config, warnings))
 }
 
@@ -338,13 +342,13 @@ fn main() -> ExitCode {
         }
     };
     // In the format the settings ask for; colour only on a terminal; no peer can flood the log.
-    kquota_host::init_logging(config.log_format);
+    kquota_host::init_logging(config.log_format());
     for w in &warnings {
         warn!("{w}");
     }
     // A thousand idle sockets must not lock everyone out at a soft limit of 1,024.
     kquota_host::raise_fd_limit();
-    let format = config.log_format;
+    let format = config.log_format();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -374,11 +378,8 @@ fn main() -> ExitCode {
             .collect();
         info!(
             listeners = %listeners.join(","),
-            configuration = %match &config.cluster_bootstrap {
-                Some(kafka) => format!("the topic {} at {kafka}", config.cluster_config_topic),
-                None => config.data_dir.display().to_string(),
-            },
-            policy = ?config.policy,
+            configuration = %config.configuration_source(),
+            policy = ?config.policy(),
             entities = server.loaded(),
             startup_ms = started.elapsed().as_millis() as u64,
             "kquotad listening"
@@ -396,4 +397,50 @@ fn main() -> ExitCode {
         server.serve(kquota_host::signal()).await;
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn every_settings_flag_is_the_tables_and_has_help() {
+        let command = Args::command();
+        command.clone().debug_assert();
+        let args = Args::try_parse_from(["kquotad"]).unwrap();
+        let mut given: Vec<&str> = flag_settings(&args).iter().map(|(f, _)| *f).collect();
+        let mut table: Vec<&str> = SETTINGS.iter().filter_map(|s| s.flag).collect();
+        given.sort_unstable();
+        table.sort_unstable();
+        assert_eq!(given, table, "the flags that set keys are the table's");
+        for flag in table {
+            let arg = command
+                .get_arguments()
+                .find(|a| a.get_long() == flag.strip_prefix("--"))
+                .unwrap_or_else(|| panic!("no {flag}"));
+            assert!(arg.get_help().is_some(), "{flag} has no help");
+            // Each flag sets the key the table names.
+            let argv = ["kquotad", flag, "x"];
+            let args = Args::try_parse_from(argv).unwrap();
+            let set: Vec<_> = flag_settings(&args)
+                .into_iter()
+                .filter(|(_, v)| v.is_some())
+                .map(|(f, _)| key_of(f))
+                .collect();
+            assert_eq!(set, [SETTINGS.by_flag(flag).unwrap().key], "{flag}");
+        }
+    }
+
+    #[test]
+    fn long_help_lists_every_key_with_its_default() {
+        let help = Args::command().render_long_help().to_string();
+        for s in SETTINGS.iter() {
+            assert!(help.contains(s.key), "--help does not name {}", s.key);
+            if let Some(d) = s.default {
+                assert!(help.contains(&format!("[default: {d}]")), "{}: {d}", s.key);
+            }
+        }
+    }
 }

@@ -9,8 +9,6 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-#[cfg(feature = "cluster")]
-use kquota_cluster::ClusterConfig;
 use kquota_host::{open_engine, ConfigSource, EngineSettings, OpenError, Opened};
 use kquota_wire::{
     Authorizer, Credentials, Handler, SaslConfig, SaslMechanism, SecurityProtocol, ServerInfo,
@@ -53,21 +51,6 @@ type Members = kquota_cluster::Membership;
 #[cfg(not(feature = "cluster"))]
 type Members = std::convert::Infallible;
 
-/// The cluster settings of an instance joining the configuration log at `bootstrap`.
-#[cfg(feature = "cluster")]
-fn cluster_config(config: &ServerConfig, bootstrap: &str) -> ClusterConfig {
-    let id = config
-        .cluster_instance_id
-        .clone()
-        .unwrap_or_else(|| format!("kquotad-{}", config.node_id));
-    let mut cluster = ClusterConfig::new(bootstrap.to_owned(), id);
-    cluster.config_topic = config.cluster_config_topic.clone();
-    cluster.replication_factor = config.cluster_replication_factor;
-    cluster.alter_timeout = config.cluster_alter_timeout;
-    cluster.client_properties = config.cluster_client.clone();
-    cluster
-}
-
 /// The engine with its configuration (the cluster's configuration log, or the store in the data
 /// dir), and with a cluster this instance's membership.
 async fn open(config: &ServerConfig) -> Result<(Opened, Option<Members>), StartError> {
@@ -85,35 +68,23 @@ async fn open(config: &ServerConfig) -> Result<(Opened, Option<Members>), StartE
         // OpenError is non-exhaustive.
         e => StartError::Config(ConfigError::Engine(e.into())),
     };
-    match &config.cluster_bootstrap {
-        None => {
-            let engine = open_engine(&settings, ConfigSource::Store(&config.data_dir))
-                .await
-                .map_err(opened)?;
-            Ok((engine, None))
-        }
-        #[cfg(feature = "cluster")]
-        Some(bootstrap) => {
-            let cluster = cluster_config(config, bootstrap);
-            let engine = open_engine(
-                &settings,
-                ConfigSource::LogBeside(&cluster, &config.data_dir),
-            )
+    #[cfg(feature = "cluster")]
+    if let Some(cluster) = &config.cluster {
+        let engine = open_engine(
+            &settings,
+            ConfigSource::LogBeside(cluster, &config.data_dir),
+        )
+        .await
+        .map_err(opened)?;
+        let members = Members::start(cluster, Arc::clone(&engine.engine))
             .await
-            .map_err(opened)?;
-            let members = Members::start(&cluster, Arc::clone(&engine.engine))
-                .await
-                .map_err(StartError::Cluster)?;
-            Ok((engine, Some(members)))
-        }
-        // Settings refuse `kquota.cluster.bootstrap.servers` in a build without the feature.
-        #[cfg(not(feature = "cluster"))]
-        Some(bootstrap) => Err(StartError::Config(ConfigError::value(
-            "kquota.cluster.bootstrap.servers",
-            bootstrap,
-            crate::error::Problem::NotBuilt("cluster"),
-        ))),
+            .map_err(StartError::Cluster)?;
+        return Ok((engine, Some(members)));
     }
+    let engine = open_engine(&settings, ConfigSource::Store(&config.data_dir))
+        .await
+        .map_err(opened)?;
+    Ok((engine, None))
 }
 
 impl fmt::Debug for Server {
@@ -158,11 +129,10 @@ fn sasl_config(
 }
 
 impl Server {
-    /// Checks the security settings, opens the store, loads it into a new engine, and binds every
-    /// listener.
+    /// Loads the TLS identity and the SASL credentials (a file that does not load stops the start
+    /// here), binds every listener, opens the store, and loads it into a new engine.
     pub async fn bind(config: ServerConfig) -> Result<Server, StartError> {
-        config.check_request_budget()?;
-        let listeners = config.listener_configs()?;
+        let listeners = config.listeners.clone();
         let acceptor = if listeners.iter().any(|l| l.protocol.uses_tls()) {
             Some(Arc::new(tls::reloadable_acceptor(&config.ssl)?))
         } else {
@@ -224,6 +194,8 @@ impl Server {
         )
         .with_store(store)
         .with_authorizer(authorizer)
+        // A client certificate's subject becomes its principal through ssl.principal.mapping.rules.
+        .with_principal_builder(config.ssl.principal_mapping.clone())
         .with_draft_alter_quotas(config.draft_alter_quotas);
         if let Some(sasl) = sasl {
             base = base.with_sasl(sasl);

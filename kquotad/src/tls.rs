@@ -9,7 +9,7 @@ use crate::error::ConfigError;
 use crate::settings::SslSettings;
 
 /// A TLS error of `kquota-wire`'s, as a [`ConfigError::Tls`].
-fn tls_error(e: impl Into<crate::error::Source>) -> ConfigError {
+fn tls_error(e: impl Into<kquota_host::settings::Source>) -> ConfigError {
     ConfigError::Tls(e.into())
 }
 

@@ -10,7 +10,9 @@ use std::str::FromStr;
 
 use kquota_wire::SecurityProtocol;
 
-use crate::error::Problem;
+use kquota_host::settings::Problem;
+
+use crate::error::ValueProblem;
 
 /// One listener: its name, protocol and address.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,18 +38,20 @@ fn split(value: &str) -> Result<Vec<Entry>, Problem> {
     let mut out = Vec::new();
     for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let Some((name, addr)) = item.split_once("://") else {
-            return Err(Problem::NotNameHostPort(item.to_owned()));
+            return Err(Problem::from(ValueProblem::NotNameHostPort(
+                item.to_owned(),
+            )));
         };
         let name = name.trim().to_ascii_uppercase();
         if name.is_empty() {
-            return Err(Problem::NoListenerName(item.to_owned()));
+            return Err(Problem::from(ValueProblem::NoListenerName(item.to_owned())));
         }
         let Some((host, port)) = addr.rsplit_once(':') else {
-            return Err(Problem::NoPort(item.to_owned()));
+            return Err(Problem::from(ValueProblem::NoPort(item.to_owned())));
         };
         let port: u16 = port
             .parse()
-            .map_err(|_| Problem::BadPort(item.to_owned()))?;
+            .map_err(|_| Problem::from(ValueProblem::BadPort(item.to_owned())))?;
         out.push(Entry {
             name,
             host: host.trim_matches(['[', ']']).to_owned(),
@@ -55,7 +59,7 @@ fn split(value: &str) -> Result<Vec<Entry>, Problem> {
         });
     }
     if out.is_empty() {
-        return Err(Problem::NoListener);
+        return Err(Problem::from(ValueProblem::NoListener));
     }
     Ok(out)
 }
@@ -85,7 +89,7 @@ impl Listeners {
                 Some(p) => p,
                 None => name
                     .parse()
-                    .map_err(|_| Problem::NotAProtocol(name.clone()))?,
+                    .map_err(|_| Problem::from(ValueProblem::NotAProtocol(name.clone())))?,
             };
             let host = match host.as_str() {
                 "" => "0.0.0.0",
@@ -94,12 +98,12 @@ impl Listeners {
             };
             let ip: IpAddr = host
                 .parse()
-                .map_err(|_| Problem::NotAnIpAddress(host.to_owned()))?;
+                .map_err(|_| Problem::from(ValueProblem::NotAnIpAddress(host.to_owned())))?;
             if out.iter().any(|l| l.name == name) {
-                return Err(Problem::NameTwice(name));
+                return Err(Problem::from(ValueProblem::NameTwice(name)));
             }
             if port != 0 && out.iter().any(|l| l.addr.port() == port) {
-                return Err(Problem::PortTwice(port));
+                return Err(Problem::from(ValueProblem::PortTwice(port)));
             }
             out.push(ListenerConfig {
                 name,
@@ -147,11 +151,13 @@ impl FromStr for ProtocolMap {
         let mut out = BTreeMap::new();
         for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let Some((name, protocol)) = item.split_once(':') else {
-                return Err(Problem::NotNameProtocol(item.to_owned()));
+                return Err(Problem::from(ValueProblem::NotNameProtocol(
+                    item.to_owned(),
+                )));
             };
             let protocol = protocol
                 .parse::<SecurityProtocol>()
-                .map_err(|e| Problem::Refused(e.into()))?;
+                .map_err(Problem::refused)?;
             out.insert(name.trim().to_ascii_uppercase(), protocol);
         }
         Ok(ProtocolMap(out))
@@ -179,7 +185,8 @@ impl FromStr for AdvertisedListeners {
     fn from_str(value: &str) -> Result<Self, Problem> {
         let mut out = Vec::new();
         for Entry { name, host, port } in split(value)? {
-            let port = NonZeroU16::new(port).ok_or(Problem::AdvertisedPortZero)?;
+            let port =
+                NonZeroU16::new(port).ok_or(Problem::from(ValueProblem::AdvertisedPortZero))?;
             out.push((name, host, port));
         }
         Ok(AdvertisedListeners(out))

@@ -60,17 +60,19 @@ fn sample(text: &str, series: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_readiness_and_the_server_families() {
     let dir = temp_dir("metrics");
-    let mut config = kquotad::ServerConfig::default();
+    let mut config = kquotad::ServerSettings::default();
     config.set("listeners", "PLAINTEXT://127.0.0.1:0").unwrap();
     config
         .set("kquota.data.dir", dir.to_str().unwrap())
         .unwrap();
     config.set("kquota.metrics.listen", "127.0.0.1:0").unwrap();
     config.set("super.users", "User:ANONYMOUS").unwrap();
-    assert!(kquotad::ServerConfig::default()
+    assert!(kquotad::ServerSettings::default()
         .set("kquota.metrics.listen", "localhost:9405")
         .is_err());
-    let server = kquotad::Server::bind(config).await.unwrap();
+    let server = kquotad::Server::bind(config.build().unwrap())
+        .await
+        .unwrap();
     let (addr, metrics) = (server.local_addr(), server.metrics_addr().unwrap());
     let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
     let served = tokio::spawn(server.serve(async {

@@ -586,14 +586,14 @@ fn num_network_threads_is_refused_outside_1_to_256() {
         let (code, err) = kquotad_exit(args);
         assert_eq!(code, Some(2), "{args:?}: {err}");
         assert!(
-            err.contains("num.network.threads=0: must be a whole number from 1 to 256"),
+            err.contains("num.network.threads=0: must be a whole number between 1 and 256"),
             "{args:?}: {err}"
         );
     }
     let (code, err) = kquotad_exit(&["--num-network-threads", "257"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(
-        err.contains("num.network.threads=257: must be a whole number from 1 to 256"),
+        err.contains("num.network.threads=257: must be a whole number between 1 and 256"),
         "{err}"
     );
 }
