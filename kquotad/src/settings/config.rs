@@ -12,8 +12,8 @@ use kquota::SubQuotaPolicy;
 use kquota_cluster::ClusterConfig;
 use kquota_wire::{Principal, SaslMechanism};
 
-use super::given::SslSettings;
 use super::listeners::{AdvertisedListeners, ListenerConfig};
+use super::ssl::SslSettings;
 
 /// Everything `kquotad` is configured with, checked: made by
 /// [`ServerSettings::build`](super::ServerSettings::build) and given to

@@ -18,7 +18,6 @@ use kquota_host::settings::ClusterSettings;
 use kquota_host::settings::{Problem, SettingError};
 use kquota_host::DEFAULT_QUEUED_MAX_REQUEST_BYTES;
 use kquota_wire::properties::Property;
-use kquota_wire::tls::ClientAuth;
 use kquota_wire::{
     parse_super_users, Principal, PrincipalMapper, SaslMechanism, ScramMechanism,
     DEFAULT_MAX_REQUEST_BYTES,
@@ -26,44 +25,9 @@ use kquota_wire::{
 
 use super::config::ServerConfig;
 use super::listeners::{AdvertisedListeners, Listeners, ProtocolMap};
+use super::ssl::SslSettings;
 use super::table::SETTINGS;
 use crate::error::{ConfigError, ValueProblem};
-
-/// TLS settings shared by the SSL and SASL_SSL listeners, named as Kafka's.
-#[derive(Clone, Debug)]
-pub struct SslSettings {
-    /// `ssl.keystore.location`: a PEM file with the certificate chain and the private key.
-    pub keystore_location: Option<String>,
-    /// `ssl.keystore.certificate.chain`: the PEM certificate chain, inline.
-    pub keystore_certificate_chain: Option<String>,
-    /// `ssl.keystore.key`: the PEM private key, inline.
-    pub keystore_key: Option<String>,
-    /// `ssl.truststore.location`: a PEM file of trusted CA certificates (client certificates).
-    pub truststore_location: Option<String>,
-    /// `ssl.truststore.certificates`: the trusted PEM certificates, inline.
-    pub truststore_certificates: Option<String>,
-    /// `ssl.client.auth`.
-    pub client_auth: ClientAuth,
-    /// `ssl.principal.mapping.rules`: how a client certificate's subject becomes its principal's
-    /// name, as Kafka's `DefaultKafkaPrincipalBuilder` maps it.
-    pub principal_mapping: Arc<PrincipalMapper>,
-}
-
-impl Default for SslSettings {
-    fn default() -> Self {
-        SslSettings {
-            keystore_location: None,
-            keystore_certificate_chain: None,
-            keystore_key: None,
-            truststore_location: None,
-            truststore_certificates: None,
-            client_auth: ClientAuth::None,
-            principal_mapping: Arc::new(
-                PrincipalMapper::parse("DEFAULT").expect("DEFAULT is a rule"),
-            ),
-        }
-    }
-}
 
 /// The most `num.network.threads` a server takes: far more than a host has CPUs to run them.
 pub const MAX_NETWORK_THREADS: u32 = 256;

@@ -6,14 +6,17 @@
 //! - `table`: every key, its flag, default and help ([`SETTINGS`]).
 //! - `given`: [`ServerSettings`], `set` by key, and `build`.
 //! - `listeners`: Kafka's listener settings, parsed.
+//! - `ssl`: the TLS settings.
 //! - `config`: the checked [`ServerConfig`].
 
 mod config;
 mod given;
 mod listeners;
+mod ssl;
 mod table;
 
 pub use config::ServerConfig;
-pub use given::{parse_properties, ServerSettings, SslSettings, MAX_NETWORK_THREADS};
+pub use given::{parse_properties, ServerSettings, MAX_NETWORK_THREADS};
 pub use listeners::{AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap};
+pub use ssl::SslSettings;
 pub use table::SETTINGS;
