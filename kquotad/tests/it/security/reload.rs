@@ -1,8 +1,7 @@
 //! SIGHUP: the TLS keystore and the SASL users are read again and used for new connections; a
 //! file that does not load keeps what the server had, and the process goes on serving.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rcgen::{DnType, SanType};
@@ -24,20 +23,6 @@ fn eventually(what: &str, s: &Secured, mut done: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "{what}; log:\n{}", s.log());
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// Adds `user` to the credentials file with the operator's tool.
-fn add_user(file: &std::path::Path, user: &str, password: &str) {
-    let mut child = Command::new(kquota_testkit::bin("kquotad"))
-        .args(["scram-credential", "--user", user, "--file"])
-        .arg(file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
-    assert!(child.wait().unwrap().success());
 }
 
 /// An SSL client's configuration that trusts only `ca` (a file in the PKI directory).

@@ -151,6 +151,20 @@ pub(super) fn credentials(dir: &Path) -> PathBuf {
     file
 }
 
+/// Adds `user` to the credentials file with the operator's tool.
+pub(super) fn add_user(file: &Path, user: &str, password: &str) {
+    let mut child = Command::new(kquota_testkit::bin("kquotad"))
+        .args(["scram-credential", "--user", user, "--file"])
+        .arg(file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
 /// A server with all four listeners.
 pub(super) struct Secured {
     pub(super) server: Kquotad,
