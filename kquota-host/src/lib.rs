@@ -67,7 +67,7 @@ pub use crate::log::{
     UnknownLogFormat, AUDIT_TARGET, INTERVAL, LINES_PER_PEER,
 };
 #[cfg(feature = "server")]
-pub use crate::network::NetworkThreads;
+pub use crate::network::{NetworkThreads, ThreadCount, MAX_NETWORK_THREADS};
 #[cfg(feature = "server")]
 pub use crate::open::{open_engine, ConfigSource, EngineSettings, OpenError, Opened};
 #[cfg(feature = "server")]

@@ -21,6 +21,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::runtime::{Builder, Handle};
 use tokio::sync::oneshot;
 
+use crate::settings::values::Count;
+
+/// The most `num.network.threads` a server takes: far more than a host has CPUs to run them.
+pub const MAX_NETWORK_THREADS: u32 = 256;
+
+/// How many network threads: 1 to [`MAX_NETWORK_THREADS`].
+pub type ThreadCount = Count<MAX_NETWORK_THREADS>;
+
+/// The blocking threads (the handler's work, a store's fsync) all network threads may have in
+/// all, shared out among them: tokio's default for one runtime, so that N threads do not make N
+/// times as many.
+const BLOCKING_THREADS: usize = 512;
+
 /// The network threads, and the turn of the next connection. Dropping them ends their threads,
 /// and with them every task still running there.
 pub struct NetworkThreads {
@@ -32,13 +45,23 @@ pub struct NetworkThreads {
 }
 
 impl NetworkThreads {
-    /// Starts `n` network threads (at least one), named `kquota-network-<i>`.
-    pub fn start(n: usize) -> io::Result<NetworkThreads> {
-        let n = n.max(1);
+    /// One network thread per CPU the process may use, within [`MAX_NETWORK_THREADS`] (one where
+    /// that cannot be told): a network thread only moves bytes, so more of them than CPUs would
+    /// only take turns.
+    pub fn default_count() -> ThreadCount {
+        ThreadCount::at_most(std::thread::available_parallelism().map_or(1, usize::from))
+    }
+
+    /// Starts `n` network threads, named `kquota-network-<i>`.
+    pub fn start(n: ThreadCount) -> io::Result<NetworkThreads> {
+        let n = n.get();
         let mut handles = Vec::with_capacity(n);
         let mut stops = Vec::with_capacity(n);
         for i in 0..n {
-            let runtime = Builder::new_current_thread().enable_all().build()?;
+            let runtime = Builder::new_current_thread()
+                .enable_all()
+                .max_blocking_threads((BLOCKING_THREADS / n).max(1))
+                .build()?;
             handles.push(runtime.handle().clone());
             let (stop, stopped) = oneshot::channel::<()>();
             stops.push(stop);
@@ -97,6 +120,10 @@ mod tests {
 
     use super::*;
 
+    fn n(count: u32) -> ThreadCount {
+        ThreadCount::new(count).unwrap()
+    }
+
     /// The thread a task ran on, with a timer and a socket of that thread's runtime on the way.
     async fn thread_of_a_task_with_io(threads: &NetworkThreads) -> std::thread::ThreadId {
         let (tx, rx) = oneshot::channel();
@@ -115,7 +142,7 @@ mod tests {
 
     #[tokio::test]
     async fn connections_are_given_to_each_thread_in_turn_and_each_has_its_own_io_and_timers() {
-        let threads = NetworkThreads::start(3).unwrap();
+        let threads = NetworkThreads::start(n(3)).unwrap();
         assert_eq!(threads.len(), 3);
         let mut ran_on = Vec::new();
         for _ in 0..6 {
@@ -129,16 +156,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn no_threads_asked_for_is_one() {
-        let threads = NetworkThreads::start(0).unwrap();
+    async fn one_thread_serves_and_the_default_is_within_bounds() {
+        let threads = NetworkThreads::start(n(1)).unwrap();
         assert_eq!(threads.len(), 1);
         assert!(!threads.is_empty());
         thread_of_a_task_with_io(&threads).await;
+        let default = NetworkThreads::default_count().get();
+        assert!(
+            (1..=MAX_NETWORK_THREADS as usize).contains(&default),
+            "{default}"
+        );
     }
 
     #[tokio::test]
     async fn a_task_spawned_into_a_join_set_is_waited_for_from_another_runtime() {
-        let threads = NetworkThreads::start(2).unwrap();
+        let threads = NetworkThreads::start(n(2)).unwrap();
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..4 {
             tasks.spawn_on(
@@ -167,7 +199,7 @@ mod tests {
 
     #[test]
     fn dropping_the_threads_ends_them() {
-        let threads = NetworkThreads::start(2).unwrap();
+        let threads = NetworkThreads::start(n(2)).unwrap();
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         // A task that would run forever holds the sender: it is dropped with its runtime.
         threads.spawn(async move {

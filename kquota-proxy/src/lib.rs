@@ -79,13 +79,15 @@ pub use kquota_host::SHUTDOWN_GRACE;
 // Its settings as given (by key, as a properties file names them, or by field), checked
 // together into the configuration it binds with; their defaults, and the table of keys.
 pub use crate::settings::{
-    parse_properties, HostPort, NotHostPort, ProxyConfig, ProxySettings, DEFAULT_BUFFER_MEMORY,
-    DEFAULT_CONNECTION_GRACE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_DATA_DIR, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_LISTEN, DEFAULT_MAX_BROKERS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_METRICS_MAX_BUCKETS, SETTINGS,
+    parse_properties, HostPort, InFlight, NotHostPort, ProxyConfig, ProxySettings,
+    DEFAULT_BUFFER_MEMORY, DEFAULT_CONNECTION_GRACE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_DATA_DIR,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_BROKERS, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_METRICS_MAX_BUCKETS, MAX_IN_FLIGHT, SETTINGS,
 };
-pub use kquota_host::settings::values::{Capacity, FrameSize};
+pub use kquota_host::settings::values::{Capacity, FrameSize, Timeout};
 pub use kquota_host::settings::{Setting, Settings};
+pub use kquota_host::{ThreadCount, MAX_NETWORK_THREADS};
 // TLS towards clients and towards the cluster.
 pub use crate::tls::{ClientTls, TlsConfigError, UpstreamTls};
 // What can stop it from starting: a setting, or the start itself.

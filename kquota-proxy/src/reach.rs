@@ -59,7 +59,7 @@ pub(crate) async fn probe(
     loop {
         if first || reach.is_down() {
             first = false;
-            let connect = TcpStream::connect((upstream.host.as_str(), upstream.port));
+            let connect = TcpStream::connect((upstream.host(), upstream.port()));
             match tokio::time::timeout(connect_timeout, connect).await {
                 Ok(Ok(_)) => reach.up(),
                 Ok(Err(e)) => reach.down(&format!("cannot connect to the broker: {e}")),

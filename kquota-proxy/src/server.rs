@@ -20,7 +20,7 @@ use crate::quotas::Quotas;
 use crate::reach::Reach;
 use crate::settings::{HostPort, ProxyConfig};
 use crate::shared::{NewListener, Shared, Target, TaskGuard, Tasks};
-use kquota_host::NetworkThreads as Workers;
+use kquota_host::NetworkThreads;
 
 /// Accepts connections on one listener until the proxy stops. Each takes a slot first: at
 /// `max.connections`, a connection not yet proven (or one idle long) gives way, and when the
@@ -57,7 +57,7 @@ async fn accept_loop(tcp: TcpListener, target: Target, shared: Arc<Shared>, _gua
         };
         let guard = shared.guard();
         let served = Arc::clone(&shared);
-        shared.workers.spawn(async move {
+        shared.network.spawn(async move {
             match tokio::net::TcpStream::from_std(stream) {
                 Ok(stream) => connection::serve(stream, peer, target, &served, &slot).await,
                 Err(e) => {
@@ -150,7 +150,7 @@ impl std::fmt::Debug for Proxy {
 }
 
 impl Proxy {
-    /// Checks `config` and binds the bootstrap listener. Broker listeners are bound as the
+    /// Binds the bootstrap listener (`config` was checked when it was built). Broker listeners are bound as the
     /// proxy learns of each broker, from the responses that name it.
     pub async fn bind(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         // The ports first: a start that fails on a port in use leaves no store directory behind.
@@ -174,7 +174,8 @@ impl Proxy {
             config.connection_grace,
         );
         let budget = Budget::new(Some(config.buffer_memory));
-        let workers = Workers::start(config.network_threads).map_err(ProxyError::NetworkThreads)?;
+        let network =
+            NetworkThreads::start(config.network_threads).map_err(ProxyError::NetworkThreads)?;
         Ok(Proxy {
             tcp,
             metrics,
@@ -190,7 +191,7 @@ impl Proxy {
                 shutdown,
                 tasks: Tasks::default(),
                 listeners: new_listeners,
-                workers,
+                network,
                 reach: Arc::new(Reach::default()),
             }),
             stop,

@@ -17,7 +17,7 @@ use crate::metrics::Stats;
 use crate::quotas::Quotas;
 use crate::reach::Reach;
 use crate::settings::{HostPort, ProxyConfig};
-use kquota_host::NetworkThreads as Workers;
+use kquota_host::NetworkThreads;
 
 /// What a listener stands for: the cluster's bootstrap address, or one broker.
 #[derive(Clone, Copy, Debug)]
@@ -52,7 +52,7 @@ pub(crate) struct Shared {
     /// Broker listeners just bound, for the proxy's serving task to accept on.
     pub(crate) listeners: mpsc::UnboundedSender<NewListener>,
     /// The network threads the connections are served on.
-    pub(crate) workers: Workers,
+    pub(crate) network: NetworkThreads,
     /// Whether the cluster can be reached, for `/readyz`.
     pub(crate) reach: Arc<Reach>,
 }
@@ -112,10 +112,9 @@ impl Shared {
         host: &str,
         port: i32,
     ) -> Result<(String, i32), String> {
-        let upstream = HostPort {
-            host: host.to_owned(),
-            port: u16::try_from(port).map_err(|_| format!("broker {node_id} has port {port}"))?,
-        };
+        let port = u16::try_from(port).map_err(|_| format!("broker {node_id} has port {port}"))?;
+        let upstream =
+            HostPort::new(host, port).map_err(|_| format!("broker {node_id} has an empty host"))?;
         let mut brokers = self.brokers.lock();
         if let Some(b) = brokers.get_mut(&node_id) {
             if b.upstream != upstream {

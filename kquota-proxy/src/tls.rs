@@ -18,13 +18,12 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use kquota_host::tls::{self as host_tls, Pem};
 use kquota_host::{Reload, Reloadable};
 use kquota_wire::tls::{self, ClientAuth, KeyPair, TlsError};
-use kquota_wire::{
-    AuthContext, MappingRuleError, Principal, PrincipalBuilder, PrincipalError, PrincipalMapper,
-};
+use kquota_wire::{AuthContext, Principal, PrincipalBuilder, PrincipalError, PrincipalMapper};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
@@ -34,7 +33,7 @@ pub struct ClientTls {
     /// Reloaded on SIGHUP; each handshake takes the current one.
     acceptor: Reloadable<TlsAcceptor>,
     client_auth: ClientAuth,
-    rules: PrincipalMapper,
+    rules: Arc<PrincipalMapper>,
 }
 
 impl fmt::Debug for ClientTls {
@@ -51,21 +50,14 @@ impl ClientTls {
     /// The listeners' certificate chain (`cert`, leaf first) and its unencrypted key (`key`), the
     /// CAs that verify client certificates (`client_ca`), Kafka's `ssl.client.auth`
     /// (`client_auth`: `"none"`, `"requested"` or `"required"` parse into it) and Kafka's
-    /// `ssl.principal.mapping.rules` (`principal_mapping_rules`; `"DEFAULT"` keeps the subject as
-    /// it is).
+    /// `ssl.principal.mapping.rules`, parsed (`rules`; `DEFAULT` keeps the subject as it is).
     pub fn from_files(
         cert: &Path,
         key: &Path,
         client_ca: Option<&Path>,
         client_auth: ClientAuth,
-        principal_mapping_rules: &str,
+        rules: Arc<PrincipalMapper>,
     ) -> Result<ClientTls, TlsConfigError> {
-        let rules = PrincipalMapper::parse(principal_mapping_rules).map_err(
-            |MappingRuleError { rule, why, .. }| TlsConfigError::PrincipalMappingRules {
-                rule,
-                why,
-            },
-        )?;
         let initial = client_acceptor(cert, key, client_ca, client_auth)?;
         let (cert, key, ca) = (
             cert.to_owned(),
@@ -276,13 +268,6 @@ pub enum TlsConfigError {
     },
     /// rustls refuses the configuration for another reason.
     Config(TlsError),
-    /// `ssl.principal.mapping.rules` that do not parse.
-    PrincipalMappingRules {
-        /// The rule, as written.
-        rule: String,
-        /// What is wrong with it.
-        why: String,
-    },
 }
 
 impl TlsConfigError {
@@ -304,9 +289,6 @@ impl fmt::Display for TlsConfigError {
             TlsConfigError::KeyMismatch { what, source } => {
                 write!(f, "{what}: the certificate and the key do not belong together: {source}")
             }
-            TlsConfigError::PrincipalMappingRules { rule, why } => {
-                write!(f, "ssl.principal.mapping.rules: invalid rule '{rule}': {why}")
-            }
         }
     }
 }
@@ -316,7 +298,7 @@ impl std::error::Error for TlsConfigError {
         match self {
             TlsConfigError::File(e) | TlsConfigError::Config(e) => Some(e),
             TlsConfigError::KeyMismatch { source, .. } => Some(source),
-            TlsConfigError::NoClientCa | TlsConfigError::PrincipalMappingRules { .. } => None,
+            TlsConfigError::NoClientCa => None,
         }
     }
 }
@@ -362,7 +344,6 @@ fn trust_anchors(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>
 mod tests {
     use std::path::PathBuf;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
 
     use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -477,7 +458,7 @@ mod tests {
                 &self.server_key,
                 Some(&self.ca),
                 auth,
-                rules,
+                Arc::new(PrincipalMapper::parse(rules).unwrap()),
             )
             .unwrap()
         }
@@ -654,7 +635,7 @@ mod tests {
             &pki.server_key,
             Some(&pki.other_ca),
             ClientAuth::Required,
-            "DEFAULT",
+            Arc::new(PrincipalMapper::parse("DEFAULT").unwrap()),
         )
         .unwrap();
         let (server, _) = handshake(server_tls, pki.client(&pki.ca, true), "localhost").await;
@@ -696,9 +677,15 @@ mod tests {
             "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n",
         );
         let server = |cert: &Path, key: &Path, ca: Option<&Path>, auth| {
-            ClientTls::from_files(cert, key, ca, auth, "DEFAULT")
-                .unwrap_err()
-                .to_string()
+            ClientTls::from_files(
+                cert,
+                key,
+                ca,
+                auth,
+                Arc::new(PrincipalMapper::parse("DEFAULT").unwrap()),
+            )
+            .unwrap_err()
+            .to_string()
         };
         let e = server(&missing, &pki.server_key, None, ClientAuth::None);
         assert!(

@@ -61,11 +61,12 @@ pub use kquota_host::SHUTDOWN_GRACE;
 // Its settings as given (as Kafka's `server.properties` keys, or by field), each checked as it is
 // set, then checked together into the configuration it binds with; and the table of keys.
 pub use crate::settings::{
-    parse_properties, AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap, ServerConfig,
-    ServerSettings, SslSettings, MAX_NETWORK_THREADS, SETTINGS,
+    parse_properties, AdvertisedListeners, ListenerConfig, Listeners, Mechanisms, NodeId,
+    ProtocolMap, ServerConfig, ServerSettings, SslSettings, SETTINGS,
 };
-pub use kquota_host::settings::values::{Capacity, FrameSize};
+pub use kquota_host::settings::values::{Capacity, FrameSize, Timeout};
 pub use kquota_host::settings::{Setting, Settings};
+pub use kquota_host::{ThreadCount, MAX_NETWORK_THREADS};
 // What can be wrong with them, and with a start.
 pub use crate::error::{ConfigError, StartError, ValueProblem};
 pub use kquota_host::settings::{LineProblem, Problem, SettingError, Source};

@@ -158,8 +158,8 @@ impl Server {
                 .map_err(|e| StartError::Bind(listener.addr, e))?;
             sockets.push((tcp, local, listener));
         }
-        let threads = NetworkThreads::start(config.network_threads.get())
-            .map_err(StartError::NetworkThreads)?;
+        let threads =
+            NetworkThreads::start(config.network_threads).map_err(StartError::NetworkThreads)?;
         let (opened, members) = open(&config).await?;
         #[allow(unused_mut)] // Without the cluster feature nothing more is filled in.
         let mut cluster = ClusterState::default();

@@ -121,6 +121,50 @@ impl Settings {
             .map(|s| s.key)
             .collect()
     }
+
+    /// Checks a document's table of settings against this one, for each server's test: its rows
+    /// (`` | `key` | `--flag VALUE` | `default` | what | ``, `—` for no flag) name the same keys in
+    /// the same order, each with this table's flag and, where this table has one, its default; and
+    /// every key has help. The error says the first difference.
+    pub fn check_doc_table(&self, doc: &str) -> Result<(), String> {
+        if let Some(key) = self.undocumented(doc).first() {
+            return Err(format!(
+                "{key} has no help, or the document does not name it"
+            ));
+        }
+        let rows: Vec<Vec<&str>> = doc
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+            .collect();
+        if rows.len() != self.0.len() {
+            return Err(format!("{} rows for {} settings", rows.len(), self.0.len()));
+        }
+        for (s, row) in self.0.iter().zip(&rows) {
+            let cell = |i: usize| row.get(i).copied().unwrap_or("");
+            if cell(0).trim_matches('`') != s.key {
+                return Err(format!(
+                    "{} is documented as {} (or out of order)",
+                    s.key,
+                    cell(0)
+                ));
+            }
+            let flag = cell(1)
+                .trim_matches('`')
+                .split([' ', '`'])
+                .next()
+                .unwrap_or("");
+            if flag != s.flag.unwrap_or("—") {
+                return Err(format!("{}: the document's flag is {}", s.key, cell(1)));
+            }
+            if let Some(default) = s.default {
+                if cell(2) != format!("`{default}`") {
+                    return Err(format!("{}: the document's default is {}", s.key, cell(2)));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -161,6 +205,26 @@ mod tests {
             TABLE.needs("max.connections", "log.format").to_string(),
             "max.connections (--max-connections) needs log.format"
         );
+    }
+
+    #[test]
+    fn a_documents_table_is_checked_row_by_row() {
+        let good = "| `max.connections` | `--max-connections N` | `1024` | x |\n\
+                    | `kquota.cluster.client.*` | `--cluster-property K=V` | — | y |\n\
+                    | `log.format` | — | `text` | z |\n";
+        TABLE.check_doc_table(good).unwrap();
+        let wrong_default = good.replace("`1024`", "`10`");
+        assert_eq!(
+            TABLE.check_doc_table(&wrong_default).unwrap_err(),
+            "max.connections: the document's default is `10`"
+        );
+        let wrong_flag = good.replace("| — | `text`", "| `--log` | `text`");
+        assert_eq!(
+            TABLE.check_doc_table(&wrong_flag).unwrap_err(),
+            "log.format: the document's flag is `--log`"
+        );
+        let missing = good.replace("| `log.format` | — | `text` | z |\n", "");
+        assert!(TABLE.check_doc_table(&missing).is_err());
     }
 
     #[test]

@@ -35,12 +35,70 @@ pub fn count(value: &str) -> Result<NonZeroUsize, Problem> {
     number(value).ok_or(Problem::WholeNumberAtLeast(1))
 }
 
-/// A count from 1 to `max`.
-pub fn count_up_to(value: &str, max: u32) -> Result<NonZeroUsize, Problem> {
-    number::<NonZeroU32>(value)
-        .filter(|n| n.get() <= max)
-        .and_then(|n| NonZeroUsize::new(n.get() as usize))
-        .ok_or(Problem::WholeNumberBetween(1, max))
+/// A count from 1 to `MAX`: of threads, or of requests in flight, where more than `MAX` would
+/// only cost memory or panic a queue's constructor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Count<const MAX: u32>(NonZeroU32);
+
+impl<const MAX: u32> Count<MAX> {
+    /// `n`, if it is from 1 to `MAX`.
+    pub const fn new(n: u32) -> Option<Count<MAX>> {
+        match NonZeroU32::new(n) {
+            Some(n) if n.get() <= MAX => Some(Count(n)),
+            _ => None,
+        }
+    }
+
+    /// The count, at most `MAX` and never 0.
+    pub const fn get(self) -> usize {
+        self.0.get() as usize
+    }
+
+    /// `n`, or `MAX` if it is larger (at least 1): a default made from the host, such as its CPUs.
+    pub fn at_most(n: usize) -> Count<MAX> {
+        let n = u32::try_from(n).unwrap_or(u32::MAX).clamp(1, MAX.max(1));
+        Count(NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN))
+    }
+}
+
+/// A count from 1 to `MAX`.
+pub fn count_up_to<const MAX: u32>(value: &str) -> Result<Count<MAX>, Problem> {
+    number::<u32>(value)
+        .and_then(Count::new)
+        .ok_or(Problem::WholeNumberBetween(1, MAX))
+}
+
+/// A time a server waits for a peer: at least a millisecond (0 would close every connection at
+/// once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timeout(Duration);
+
+impl Timeout {
+    /// `d`, if it is at least a millisecond.
+    pub const fn new(d: Duration) -> Option<Timeout> {
+        if d.as_millis() >= 1 {
+            Some(Timeout(d))
+        } else {
+            None
+        }
+    }
+
+    /// `ms` milliseconds, if at least 1.
+    pub const fn from_millis(ms: u64) -> Option<Timeout> {
+        Timeout::new(Duration::from_millis(ms))
+    }
+
+    /// The time.
+    pub const fn get(self) -> Duration {
+        self.0
+    }
+}
+
+/// A timeout in milliseconds, at least 1.
+pub fn timeout(value: &str) -> Result<Timeout, Problem> {
+    number::<u64>(value)
+        .and_then(Timeout::from_millis)
+        .ok_or(Problem::Milliseconds(1))
 }
 
 /// Milliseconds, at least `min`.
@@ -144,11 +202,20 @@ mod tests {
                 "{bad}"
             );
         }
-        assert_eq!(count_up_to("256", 256).unwrap().get(), 256);
+        assert_eq!(count_up_to::<256>("256").unwrap().get(), 256);
         assert!(matches!(
-            count_up_to("257", 256),
+            count_up_to::<256>("257"),
             Err(Problem::WholeNumberBetween(1, 256))
         ));
+        assert!(matches!(
+            count_up_to::<256>("0"),
+            Err(Problem::WholeNumberBetween(1, 256))
+        ));
+        assert_eq!(Count::<256>::at_most(1000).get(), 256);
+        assert_eq!(Count::<256>::at_most(0).get(), 1);
+        assert_eq!(timeout("1").unwrap().get(), Duration::from_millis(1));
+        assert!(matches!(timeout("0"), Err(Problem::Milliseconds(1))));
+        assert_eq!(Timeout::new(Duration::from_micros(999)), None);
         assert_eq!(millis("0", 0).unwrap(), Duration::ZERO);
         assert!(matches!(millis("0", 1), Err(Problem::Milliseconds(1))));
         assert_eq!(ip_port("[::1]:9").unwrap().port(), 9);

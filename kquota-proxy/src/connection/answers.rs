@@ -21,8 +21,8 @@ use super::frames::{
 use super::sides::Socket;
 use super::stop::or_stop;
 use crate::messages::rewrite::Advertise;
-use crate::shared::Shared;
 use crate::settings::HostPort;
+use crate::shared::Shared;
 
 /// The broker as the answer side sees it.
 enum Broker {
@@ -516,10 +516,7 @@ mod tests {
         let (from_broker, _) = broker.split();
         let (reader, connected) = oneshot::channel();
         assert!(reader.send(FrameReader::new(from_broker)).is_ok());
-        let addr = HostPort {
-            host: "kafka".to_owned(),
-            port: 9092,
-        };
+        let addr = HostPort::new("kafka", 9092).unwrap();
         let side = forward(connected, client, queue, &conn, &addr);
         tokio::join!(side, test(&owed, tx, &conn, kafka, app));
     }

@@ -14,8 +14,8 @@ use super::decide::{Decisions, Pending};
 use super::frames::FrameReader;
 use super::sides::{ReadSide, Side, WriteSide};
 use super::stop::or_stop;
-use crate::shared::Shared;
 use crate::settings::HostPort;
+use crate::shared::Shared;
 
 /// What the request and answer sides of one connection share.
 pub(super) struct Conn<'a> {
@@ -63,11 +63,11 @@ pub(super) type UpstreamReader = FrameReader<ReadSide>;
 /// Connects to the broker at `upstream`, over TLS if the cluster is reached so.
 async fn connect(upstream: &HostPort, shared: &Shared) -> Result<Side, String> {
     let connect = async {
-        let tcp = TcpStream::connect((upstream.host.as_str(), upstream.port)).await?;
+        let tcp = TcpStream::connect((upstream.host(), upstream.port())).await?;
         let _ = tcp.set_nodelay(true);
         let stream = match &shared.config.upstream_tls {
             None => Side::Tcp(tcp),
-            Some(tls) => Side::Tls(Box::new(tls.connect(tcp, &upstream.host).await?)),
+            Some(tls) => Side::Tls(Box::new(tls.connect(tcp, upstream.host()).await?)),
         };
         Ok::<_, std::io::Error>(stream)
     };

@@ -45,8 +45,8 @@ use self::decide::Decisions;
 use self::frames::FrameReader;
 use self::sides::Side;
 use self::stop::or_stop;
-use crate::shared::{Shared, Target};
 use crate::settings::HostPort;
+use crate::shared::{Shared, Target};
 
 /// Proxies `client` to the broker `target` stands for (connected at the first request to forward)
 /// until either side leaves, a frame is refused, the connection gives way to a new one, or the

@@ -688,10 +688,7 @@ mod tests {
         });
         let conn = h.conn();
         // Nothing listens on port 1 of the loopback: the connect is refused.
-        let away = HostPort {
-            host: "127.0.0.1".to_owned(),
-            port: 1,
-        };
+        let away = HostPort::new("127.0.0.1", 1).unwrap();
         let (upstream, _connected) = Upstream::unconnected(&away);
         let owed = Semaphore::new(8);
         let (tx, mut queue) = mpsc::channel(8);

@@ -26,8 +26,8 @@ use crate::messages::rewrite::Advertise;
 use crate::metrics::Stats;
 use crate::quotas::Quotas;
 use crate::reach::Reach;
-use crate::shared::{Shared, Tasks};
 use crate::settings::{HostPort, ProxyConfig, ProxySettings};
+use crate::shared::{Shared, Tasks};
 
 // An in-memory stream has no socket under it: bytes passed on from it are copied.
 impl Socket for DuplexStream {}
@@ -51,10 +51,7 @@ impl Harness {
     /// With `quotas` altered in, and the configuration's defaults changed by `set`.
     pub(super) fn with(quotas: &[Alteration], set: impl FnOnce(&mut ProxyConfig)) -> Harness {
         let (quotas, clock) = manual_quotas(quotas);
-        let upstream = HostPort {
-            host: "kafka".to_owned(),
-            port: 9092,
-        };
+        let upstream = HostPort::new("kafka", 9092).unwrap();
         let mut settings = ProxySettings::new(PEER, upstream);
         settings
             .set("kquota.proxy.listen.base", "127.0.0.1:0")
@@ -75,7 +72,8 @@ impl Harness {
             shutdown,
             tasks: Tasks::default(),
             listeners,
-            workers: kquota_host::NetworkThreads::start(1).expect("a network thread"),
+            network: kquota_host::NetworkThreads::start(kquota_host::ThreadCount::new(1).unwrap())
+                .expect("a network thread"),
             reach: Arc::new(Reach::default()),
             config,
         });

@@ -50,13 +50,33 @@ pub const DEFAULT_BUFFER_MEMORY: usize = 256 * 1024 * 1024;
 /// Buckets that get metric series of their own, by default.
 pub const DEFAULT_METRICS_MAX_BUCKETS: usize = 1000;
 
-/// A host and a port, as `host:port` (an IPv6 address in brackets: `[::1]:9092`).
+/// A host and a port, as `host:port` (an IPv6 address in brackets: `[::1]:9092`). The host is
+/// never empty.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HostPort {
-    /// A name or an address.
-    pub host: String,
+    host: String,
+    port: u16,
+}
+
+impl HostPort {
+    /// `host` and `port`, if the host is not empty.
+    pub fn new(host: impl Into<String>, port: u16) -> Result<HostPort, NotHostPort> {
+        let host = host.into();
+        if host.is_empty() {
+            return Err(NotHostPort(format!(":{port}")));
+        }
+        Ok(HostPort { host, port })
+    }
+
+    /// The host: a name or an address.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
     /// The port.
-    pub port: u16,
+    pub fn port(&self) -> u16 {
+        self.port
+    }
 }
 
 impl fmt::Display for HostPort {
@@ -91,13 +111,7 @@ impl FromStr for HostPort {
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
             .unwrap_or(host);
-        if host.is_empty() {
-            return Err(bad());
-        }
-        Ok(HostPort {
-            host: host.to_owned(),
-            port: port.parse().map_err(|_| bad())?,
-        })
+        HostPort::new(host, port.parse().map_err(|_| bad())?).map_err(|_| bad())
     }
 }
 
@@ -132,8 +146,8 @@ pub struct ProxyConfig {
     pub(crate) max_connections: usize,
     /// `max.connections.per.ip` (at least 1).
     pub(crate) max_connections_per_ip: usize,
-    /// `num.network.threads` (at least 1).
-    pub(crate) network_threads: usize,
+    /// `num.network.threads`.
+    pub(crate) network_threads: kquota_host::ThreadCount,
     /// `kquota.connections.grace.ms`.
     pub(crate) connection_grace: Duration,
     /// `kquota.proxy.buffer.memory.bytes`: at least the largest frame and its size prefix.

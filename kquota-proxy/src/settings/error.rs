@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use kquota_host::settings::SettingError;
 
-use super::table::{MAPPING_RULES, SETTINGS};
+use super::table::SETTINGS;
 use crate::tls::TlsConfigError;
 
 /// Settings that cannot be used.
@@ -48,7 +48,6 @@ impl ConfigError {
         match self {
             ConfigError::Setting(e) => e.key(),
             ConfigError::Missing(key) => Some(key),
-            ConfigError::Tls(TlsConfigError::PrincipalMappingRules { .. }) => Some(MAPPING_RULES),
             _ => None,
         }
     }

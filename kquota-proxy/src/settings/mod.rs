@@ -16,6 +16,6 @@ mod values;
 
 pub use config::*;
 pub use error::ConfigError;
-pub use raw::{parse_properties, ProxySettings};
+pub use raw::{parse_properties, InFlight, ProxySettings, MAX_IN_FLIGHT};
 pub use table::SETTINGS;
 pub use values::ValueProblem;

@@ -13,14 +13,16 @@ use std::time::Duration;
 use kquota::meter::MeterConfig;
 use kquota::SubQuotaPolicy;
 use kquota_host::settings::values::{
-    boolean, capacity, count, frame_size, ip_port, millis, non_empty, Capacity, FrameSize,
+    boolean, capacity, count, count_up_to, frame_size, ip_port, non_empty, timeout, Capacity,
+    Count, FrameSize, Timeout,
 };
 #[cfg(feature = "cluster")]
 use kquota_host::settings::ClusterSettings;
 use kquota_host::settings::{Problem, SettingError};
+use kquota_host::{NetworkThreads, ThreadCount};
 use kquota_wire::properties::Property;
 use kquota_wire::tls::ClientAuth;
-use kquota_wire::{parse_super_users, Principal};
+use kquota_wire::{parse_super_users, Principal, PrincipalMapper};
 
 use super::config::{
     HostPort, ProxyConfig, DEFAULT_BUFFER_MEMORY, DEFAULT_CONNECTION_GRACE,
@@ -32,6 +34,13 @@ use super::error::ConfigError;
 use super::table::*;
 use super::values::{broker_map, client_auth, pem_file};
 use crate::tls::{ClientTls, UpstreamTls};
+
+/// The most requests a connection may have unanswered (`kquota.proxy.max.in.flight.requests`):
+/// each is a permit and a queue slot, and far more than any client pipelines.
+pub const MAX_IN_FLIGHT: u32 = 65_536;
+
+/// How many requests a connection may have unanswered: 1 to [`MAX_IN_FLIGHT`].
+pub type InFlight = Count<MAX_IN_FLIGHT>;
 
 /// The proxy's settings as given: every field holds a value its setting may have (set it
 /// directly, or by key with [`ProxySettings::set`]); whether they work together is checked once,
@@ -59,13 +68,13 @@ pub struct ProxySettings {
     pub max_response_bytes: FrameSize,
     /// `kquota.proxy.max.in.flight.requests`: requests a connection may have outstanding; the
     /// proxy reads no more of its requests until one is answered.
-    pub max_in_flight: NonZeroUsize,
+    pub max_in_flight: InFlight,
     /// `connections.max.idle.ms`: the longest a connection may wait for a peer that neither
     /// sends nor takes bytes while nothing is outstanding (or that stalls within a frame).
-    pub idle_timeout: Duration,
+    pub idle_timeout: Timeout,
     /// `kquota.proxy.connect.timeout.ms`: how long connecting to a broker, or a client's TLS
     /// handshake, may take.
-    pub connect_timeout: Duration,
+    pub connect_timeout: Timeout,
     /// `kquota.proxy.max.brokers`: how many brokers the proxy will listen for; a response naming
     /// more closes its connection.
     pub max_brokers: NonZeroUsize,
@@ -77,11 +86,11 @@ pub struct ProxySettings {
     pub max_connections_per_ip: NonZeroUsize,
     /// `num.network.threads`: the threads that serve client connections, each connection on one
     /// of them for its life (given out in turn as they are accepted, as Kafka's acceptor gives
-    /// them to its processors). Default: one for each CPU the process may run on.
-    pub network_threads: NonZeroUsize,
+    /// them to its processors). Default: one for each CPU the process may run on (at most 256).
+    pub network_threads: ThreadCount,
     /// `kquota.connections.grace.ms`: how long a connection has to prove itself before it is
     /// closed (and may be made to give way before that).
-    pub connection_grace: Duration,
+    pub connection_grace: Timeout,
     /// `kquota.proxy.buffer.memory.bytes`: the bytes held at once, over every connection, for
     /// requests being read and answers read from the broker and not yet taken by their client;
     /// reading waits while they are spent. At least the largest frame and its size prefix.
@@ -124,8 +133,9 @@ pub struct ProxySettings {
     pub tls_client_ca: Option<PathBuf>,
     /// `ssl.client.auth`.
     pub client_auth: ClientAuth,
-    /// `ssl.principal.mapping.rules`: how a client certificate's subject becomes its user.
-    pub mapping_rules: String,
+    /// `ssl.principal.mapping.rules`: how a client certificate's subject becomes its user, read as
+    /// it is set.
+    pub principal_mapping: Arc<PrincipalMapper>,
     /// `kquota.proxy.upstream.ssl.enable`: TLS towards the cluster.
     pub upstream_tls: bool,
     /// `kquota.proxy.upstream.ssl.truststore.location`.
@@ -216,14 +226,14 @@ impl ProxySettings {
             }
             "socket.request.max.bytes" => self.max_request_bytes = frame_size(value)?,
             "kquota.proxy.max.response.bytes" => self.max_response_bytes = frame_size(value)?,
-            "kquota.proxy.max.in.flight.requests" => self.max_in_flight = count(value)?,
-            "connections.max.idle.ms" => self.idle_timeout = millis(value, 1)?,
-            "kquota.proxy.connect.timeout.ms" => self.connect_timeout = millis(value, 1)?,
+            "kquota.proxy.max.in.flight.requests" => self.max_in_flight = count_up_to(value)?,
+            "connections.max.idle.ms" => self.idle_timeout = timeout(value)?,
+            "kquota.proxy.connect.timeout.ms" => self.connect_timeout = timeout(value)?,
             "kquota.proxy.max.brokers" => self.max_brokers = count(value)?,
             "max.connections" => self.max_connections = count(value)?,
             "max.connections.per.ip" => self.max_connections_per_ip = count(value)?,
-            "num.network.threads" => self.network_threads = count(value)?,
-            "kquota.connections.grace.ms" => self.connection_grace = millis(value, 1)?,
+            "num.network.threads" => self.network_threads = count_up_to(value)?,
+            "kquota.connections.grace.ms" => self.connection_grace = timeout(value)?,
             "kquota.proxy.buffer.memory.bytes" => self.buffer_memory = count(value)?,
             "kquota.data.dir" => self.data_dir = PathBuf::from(non_empty(value)?),
             "kquota.proxy.store.enable" => self.store = boolean(value)?,
@@ -259,8 +269,10 @@ impl ProxySettings {
             TLS_KEY => self.tls_key = Some(pem_file(value)?),
             TLS_CLIENT_CA => self.tls_client_ca = Some(pem_file(value)?),
             CLIENT_AUTH => self.client_auth = client_auth(value)?,
-            // Its rules are read with the TLS files, in `build` (the parser is `ClientTls`'s).
-            MAPPING_RULES => self.mapping_rules = non_empty(value)?.to_owned(),
+            MAPPING_RULES => {
+                let rules = PrincipalMapper::parse(non_empty(value)?).map_err(Problem::refused)?;
+                self.principal_mapping = Arc::new(rules);
+            }
             UPSTREAM_TLS => self.upstream_tls = boolean(value)?,
             UPSTREAM_CA => self.upstream_ca = Some(pem_file(value)?),
             UPSTREAM_CERT => self.upstream_cert = Some(pem_file(value)?),
@@ -352,13 +364,13 @@ impl ProxySettings {
             max_request_bytes: self.max_request_bytes.get(),
             max_response_bytes: self.max_response_bytes.get(),
             max_in_flight: self.max_in_flight.get(),
-            idle_timeout: self.idle_timeout,
-            connect_timeout: self.connect_timeout,
+            idle_timeout: self.idle_timeout.get(),
+            connect_timeout: self.connect_timeout.get(),
             max_brokers: self.max_brokers.get(),
             max_connections: self.max_connections.get(),
             max_connections_per_ip: self.max_connections_per_ip.get(),
-            network_threads: self.network_threads.get(),
-            connection_grace: self.connection_grace,
+            network_threads: self.network_threads,
+            connection_grace: self.connection_grace.get(),
             buffer_memory: self.buffer_memory.get(),
             data_dir: self.store.then(|| self.data_dir.clone()),
             super_users: self.super_users.clone(),
@@ -385,7 +397,7 @@ impl ProxySettings {
                 key,
                 self.tls_client_ca.as_deref(),
                 self.client_auth,
-                &self.mapping_rules,
+                Arc::clone(&self.principal_mapping),
             )?))),
             (Some(_), None) => needs(TLS_CERT, TLS_KEY),
             (None, Some(_)) => needs(TLS_KEY, TLS_CERT),
@@ -393,7 +405,9 @@ impl ProxySettings {
             // listeners open while the operator believes them closed.
             (None, None) if self.tls_client_ca.is_some() => needs(TLS_CLIENT_CA, TLS_CERT),
             (None, None) if self.client_auth != ClientAuth::None => needs(CLIENT_AUTH, TLS_CERT),
-            (None, None) if self.mapping_rules != "DEFAULT" => needs(MAPPING_RULES, TLS_CERT),
+            (None, None) if self.principal_mapping.rules() != "DEFAULT" => {
+                needs(MAPPING_RULES, TLS_CERT)
+            }
             (None, None) => Ok(None),
         }
     }
@@ -430,14 +444,15 @@ impl Default for ProxySettings {
             advertised_host: None,
             max_request_bytes: frame(DEFAULT_MAX_REQUEST_BYTES),
             max_response_bytes: frame(DEFAULT_MAX_RESPONSE_BYTES),
-            max_in_flight: nonzero(DEFAULT_MAX_IN_FLIGHT),
-            idle_timeout: DEFAULT_IDLE_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            max_in_flight: InFlight::at_most(DEFAULT_MAX_IN_FLIGHT),
+            idle_timeout: Timeout::new(DEFAULT_IDLE_TIMEOUT).expect("a default is a timeout"),
+            connect_timeout: Timeout::new(DEFAULT_CONNECT_TIMEOUT).expect("a default is a timeout"),
             max_brokers: nonzero(DEFAULT_MAX_BROKERS),
             max_connections: nonzero(DEFAULT_MAX_CONNECTIONS),
             max_connections_per_ip: NonZeroUsize::MAX,
-            network_threads: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
-            connection_grace: DEFAULT_CONNECTION_GRACE,
+            network_threads: NetworkThreads::default_count(),
+            connection_grace: Timeout::new(DEFAULT_CONNECTION_GRACE)
+                .expect("a default is a timeout"),
             buffer_memory: nonzero(DEFAULT_BUFFER_MEMORY),
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             store: true,
@@ -455,7 +470,9 @@ impl Default for ProxySettings {
             tls_key: None,
             tls_client_ca: None,
             client_auth: ClientAuth::None,
-            mapping_rules: "DEFAULT".to_owned(),
+            principal_mapping: Arc::new(
+                PrincipalMapper::parse("DEFAULT").expect("DEFAULT is a rule"),
+            ),
             upstream_tls: false,
             upstream_ca: None,
             upstream_cert: None,
@@ -613,13 +630,23 @@ mod tests {
             ),
             ("socket.request.max.bytes", "1048576", "2147483648", frame),
             ("kquota.proxy.max.response.bytes", "2147483647", "0", frame),
-            ("kquota.proxy.max.in.flight.requests", "8", "0", whole),
+            (
+                "kquota.proxy.max.in.flight.requests",
+                "8",
+                "0",
+                "must be a whole number between 1 and 65536",
+            ),
             ("connections.max.idle.ms", "1000", "0", ms1),
             ("kquota.proxy.connect.timeout.ms", "500", "-1", ms1),
             ("kquota.proxy.max.brokers", "16", "many", whole),
             ("max.connections", "100", "0", whole),
             ("max.connections.per.ip", "10", "-3", whole),
-            ("num.network.threads", "4", "0", whole),
+            (
+                "num.network.threads",
+                "4",
+                "257",
+                "must be a whole number between 1 and 256",
+            ),
             ("kquota.connections.grace.ms", "2000", "1.5", ms1),
             ("kquota.proxy.buffer.memory.bytes", "1073741824", "0", whole),
             (
@@ -985,16 +1012,12 @@ mod tests {
             )),
             "{e}"
         );
-        // Rules that do not parse, named by their key.
-        let mut c = base();
-        c.set(TLS_CERT, &cert).unwrap();
-        c.set(TLS_KEY, &key).unwrap();
-        c.set(MAPPING_RULES, "RULE:(a/b/Q").unwrap();
-        let e = c.build().unwrap_err();
+        // Rules that do not parse are refused as they are set, named by their key.
+        let e = base().set(MAPPING_RULES, "RULE:(a/b/Q").unwrap_err();
         assert_eq!(e.key(), Some(MAPPING_RULES));
         assert!(
             e.to_string()
-                .starts_with("ssl.principal.mapping.rules: invalid rule"),
+                .starts_with("ssl.principal.mapping.rules=RULE:(a/b/Q: invalid rule 'RULE:(a/b/Q'"),
             "{e}"
         );
         let mut c = base();

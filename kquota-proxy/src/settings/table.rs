@@ -278,45 +278,10 @@ pub const SETTINGS: Settings = Settings(&[
 mod tests {
     use super::*;
 
-    /// The rows of the table in docs/proxy-settings.md: `(key, flag, default)`.
-    fn documented() -> Vec<(String, String, String)> {
-        include_str!("../../../docs/proxy-settings.md")
-            .lines()
-            .filter(|l| l.starts_with("| `"))
-            .map(|l| {
-                let cells: Vec<&str> = l.trim_matches('|').split(" | ").map(str::trim).collect();
-                let flag = cells[1]
-                    .trim_matches('`')
-                    .split([' ', '`'])
-                    .next()
-                    .unwrap_or("");
-                (
-                    cells[0].trim_matches('`').to_owned(),
-                    flag.to_owned(),
-                    cells[2].to_owned(),
-                )
-            })
-            .collect()
-    }
-
     #[test]
     fn every_key_has_help_and_documentation_and_the_doc_agrees() {
-        assert_eq!(
-            SETTINGS.undocumented(include_str!("../../../docs/proxy-settings.md")),
-            Vec::<&str>::new()
-        );
-        let rows = documented();
-        assert_eq!(
-            rows.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
-            SETTINGS.iter().map(|s| s.key).collect::<Vec<_>>(),
-            "the doc's table lists every key, in the table's order"
-        );
-        for (s, (_, flag, default)) in SETTINGS.iter().zip(&rows) {
-            assert!(!s.help.is_empty(), "{}", s.key);
-            assert_eq!(Some(flag.as_str()), s.flag, "{}", s.key);
-            if let Some(d) = s.default {
-                assert_eq!(default, &format!("`{d}`"), "{}", s.key);
-            }
-        }
+        SETTINGS
+            .check_doc_table(include_str!("../../../docs/proxy-settings.md"))
+            .unwrap();
     }
 }

@@ -19,7 +19,7 @@ use kafka_protocol::messages::{
     ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use kquota_proxy::{HostPort, Proxy, ProxySettings};
+use kquota_proxy::{HostPort, Proxy, ProxySettings, Timeout};
 use kquota_wire::Principal;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -462,7 +462,7 @@ const ENTITIES: i32 = 10_000;
 async fn an_authorized_quota_admin_request_proves_its_connection() {
     tokio::time::timeout(Duration::from_secs(20), async {
         let (_cluster, addr) =
-            in_process(|c| c.connection_grace = Duration::from_millis(300)).await;
+            in_process(|c| c.connection_grace = Timeout::from_millis(300).unwrap()).await;
         // ANONYMOUS is a super user here: its alteration proves the connection, which then
         // outlives the grace (an alteration may wait for the configuration log longer than it).
         let mut admin = Client::connect_as(addr, "admin").await;

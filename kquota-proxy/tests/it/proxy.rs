@@ -1,7 +1,6 @@
 //! The proxy in front of the fake cluster.
 
 use std::net::SocketAddr;
-use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use kafka_protocol::messages::{
@@ -10,7 +9,7 @@ use kafka_protocol::messages::{
     FindCoordinatorResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
 };
 use kafka_protocol::protocol::{Message, StrBytes};
-use kquota_proxy::{BrokerListeners, FrameSize, HostPort, Proxy, ProxySettings};
+use kquota_proxy::{BrokerListeners, FrameSize, HostPort, InFlight, Proxy, ProxySettings, Timeout};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -293,7 +292,7 @@ async fn large_requests_and_answers_pass_byte_for_byte_one_after_another() {
 
 #[tokio::test]
 async fn pipelined_requests_come_back_in_order() {
-    let running = start(|c| c.max_in_flight = NonZeroUsize::new(4).unwrap()).await;
+    let running = start(|c| c.max_in_flight = InFlight::new(4).unwrap()).await;
     let mut c = Client::connect(running.addr).await;
     let mut expected = Vec::new();
     let mut batch = Vec::new();
@@ -404,7 +403,7 @@ async fn bad_frames_close_only_their_connection() {
 
 #[tokio::test]
 async fn idle_connections_close_and_stopping_ends_every_connection() {
-    let running = start(|c| c.idle_timeout = Duration::from_millis(200)).await;
+    let running = start(|c| c.idle_timeout = Timeout::from_millis(200).unwrap()).await;
     let mut idle = Client::connect(running.addr).await;
     let _: MetadataResponse = idle
         .call(ApiKey::Metadata, 12, &MetadataRequest::default())
@@ -491,7 +490,7 @@ async fn a_broker_that_takes_no_requests_does_not_hold_the_stop() {
 
 #[tokio::test]
 async fn a_connection_owed_an_answer_is_not_idle() {
-    let running = start(|c| c.idle_timeout = Duration::from_millis(200)).await;
+    let running = start(|c| c.idle_timeout = Timeout::from_millis(200).unwrap()).await;
     let mut c = Client::connect(running.addr).await;
     c.send_frame(&request(
         ApiKey::Metadata,
@@ -532,7 +531,7 @@ async fn at_most_max_in_flight_requests_reach_the_broker_unanswered() {
     });
     let mut config = ProxySettings::new("127.0.0.1:0".parse().unwrap(), upstream);
     config.listen_base = Some("127.0.0.1:0".parse().unwrap());
-    config.max_in_flight = NonZeroUsize::new(3).unwrap();
+    config.max_in_flight = InFlight::new(3).unwrap();
     let proxy = Proxy::bind(config.build().unwrap()).await.unwrap();
     let mut c = Client::connect(proxy.local_addr()).await;
     let (stop, stopped) = oneshot::channel::<()>();

@@ -154,7 +154,12 @@ async fn a_client_certificate_names_the_user_whose_quota_applies() {
         config.tls_key = Some(server_key);
         config.tls_client_ca = Some(ca.clone());
         config.client_auth = ClientAuth::Required;
-        config.mapping_rules = "RULE:^.*CN=([^,]*).*$/$1/,DEFAULT".to_owned();
+        config
+            .set(
+                "ssl.principal.mapping.rules",
+                "RULE:^.*CN=([^,]*).*$/$1/,DEFAULT",
+            )
+            .unwrap();
         let proxy = Proxy::bind(config.build().unwrap()).await.unwrap();
         let addr = proxy.local_addr();
         proxy

@@ -61,11 +61,7 @@ pub struct MappingRuleError {
 
 impl fmt::Display for MappingRuleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "ssl.principal.mapping.rules: invalid rule '{}': {}",
-            self.rule, self.why
-        )
+        write!(f, "invalid rule '{}': {}", self.rule, self.why)
     }
 }
 
@@ -820,9 +816,7 @@ mod tests {
             let rule = format!("RULE:{pattern}/x/");
             let e = PrincipalMapper::parse(&rule).unwrap_err().to_string();
             assert!(
-                e.starts_with(&format!(
-                    "ssl.principal.mapping.rules: invalid rule '{rule}': pattern: "
-                )),
+                e.starts_with(&format!("invalid rule '{rule}': pattern: ")),
                 "{pattern}: {e}"
             );
         }
@@ -851,10 +845,7 @@ mod tests {
             "RULE:(a)/$8-$9/",
         ] {
             let e = PrincipalMapper::parse(rules).unwrap_err().to_string();
-            assert!(
-                e.starts_with("ssl.principal.mapping.rules: invalid rule"),
-                "{rules}: {e}"
-            );
+            assert!(e.starts_with("invalid rule"), "{rules}: {e}");
         }
         // An empty setting has no rules: every certificate is refused, as in Kafka.
         assert!(map("", "CN=a").is_err());

@@ -34,7 +34,7 @@ pub struct ServerConfig {
     pub(crate) queued_max_request_bytes: Option<NonZeroUsize>,
     pub(crate) max_connections: NonZeroUsize,
     pub(crate) max_connections_per_ip: NonZeroUsize,
-    pub(crate) network_threads: NonZeroUsize,
+    pub(crate) network_threads: kquota_host::ThreadCount,
     pub(crate) idle_timeout: Duration,
     pub(crate) connection_grace: Duration,
     pub(crate) node_id: i32,

@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use kquota::SubQuotaPolicy;
 use kquota_host::settings::values::{
-    boolean, capacity, count, count_up_to, frame_size, ip_port, millis, non_empty, Capacity,
-    FrameSize,
+    boolean, capacity, count, count_up_to, frame_size, ip_port, millis, non_empty, timeout,
+    Capacity, FrameSize, Timeout,
 };
 #[cfg(feature = "cluster")]
 use kquota_host::settings::ClusterSettings;
 use kquota_host::settings::{Problem, SettingError};
 use kquota_host::DEFAULT_QUEUED_MAX_REQUEST_BYTES;
+use kquota_host::{NetworkThreads, ThreadCount};
 use kquota_wire::properties::Property;
 use kquota_wire::{
     parse_super_users, Principal, PrincipalMapper, SaslMechanism, ScramMechanism,
@@ -28,9 +29,6 @@ use super::listeners::{AdvertisedListeners, Listeners, ProtocolMap};
 use super::ssl::SslSettings;
 use super::table::SETTINGS;
 use crate::error::{ConfigError, ValueProblem};
-
-/// The most `num.network.threads` a server takes: far more than a host has CPUs to run them.
-pub const MAX_NETWORK_THREADS: u32 = 256;
 
 /// Everything `kquotad` is configured with, as given: every field holds a value its setting may
 /// have; whether they work together is checked once, by [`ServerSettings::build`].
@@ -75,19 +73,19 @@ pub struct ServerSettings {
     /// Most connections open at once from one client address (`max.connections.per.ip`;
     /// unlimited by default, as in Kafka).
     pub max_connections_per_ip: NonZeroUsize,
-    /// The threads that serve client connections (`num.network.threads`, 1 to
-    /// [`MAX_NETWORK_THREADS`]; one per CPU by default, as the proxy's): each connection stays on
-    /// the one it was given when accepted, in turn, so that its wake-ups never cross threads.
-    pub network_threads: NonZeroUsize,
+    /// The threads that serve client connections (`num.network.threads`, 1 to 256; one per CPU
+    /// by default, as the proxy's): each connection stays on the one it was given when accepted,
+    /// in turn, so that its wake-ups never cross threads.
+    pub network_threads: ThreadCount,
     /// Idle time after which a connection is closed (`connections.max.idle.ms`).
-    pub idle_timeout: Duration,
+    pub idle_timeout: Timeout,
     /// How long a new connection has to authenticate, or on PLAINTEXT and SSL to send a valid
     /// request, before it is closed; and how long an authenticated connection must have been idle
     /// before it may give way to a new one when `max.connections` is reached
     /// (`kquota.connections.grace.ms`, 10000).
-    pub connection_grace: Duration,
-    /// This node's id (`node.id`, at least 0).
-    pub node_id: i32,
+    pub connection_grace: Timeout,
+    /// This node's id (`node.id`).
+    pub node_id: NodeId,
     /// The cluster id reported to clients (`cluster.id`).
     pub cluster_id: String,
     /// The principals that may alter quotas (`super.users=User:alice;User:bob`).
@@ -99,8 +97,8 @@ pub struct ServerSettings {
     /// `sasl.credentials.file`), which Kafka's own `kafka-configs` calls when describing users; on,
     /// 50 is the draft for clients written against it, and that call of Kafka's tools times out.
     pub draft_alter_quotas: bool,
-    /// `sasl.enabled.mechanisms` (default `SCRAM-SHA-256,SCRAM-SHA-512`; never empty).
-    pub sasl_mechanisms: Vec<SaslMechanism>,
+    /// `sasl.enabled.mechanisms` (default `SCRAM-SHA-256,SCRAM-SHA-512`).
+    pub sasl_mechanisms: Mechanisms,
     /// `sasl.credentials.file`: the SCRAM credentials of SASL users.
     pub sasl_credentials_file: Option<PathBuf>,
     /// How long a connection that failed authentication waits before it is closed
@@ -138,18 +136,18 @@ impl Default for ServerSettings {
             queued_max_request_bytes: Some(nonzero(DEFAULT_QUEUED_MAX_REQUEST_BYTES)),
             max_connections: nonzero(1024),
             max_connections_per_ip: NonZeroUsize::MAX,
-            network_threads: default_network_threads(),
-            idle_timeout: Duration::from_millis(600_000),
-            connection_grace: Duration::from_millis(10_000),
-            node_id: 1,
+            network_threads: NetworkThreads::default_count(),
+            idle_timeout: Timeout::from_millis(600_000).expect("a default is a timeout"),
+            connection_grace: Timeout::from_millis(10_000).expect("a default is a timeout"),
+            node_id: NodeId(1),
             cluster_id: "kquota-cluster".to_owned(),
             super_users: Vec::new(),
             describe_allow_anonymous: false,
             draft_alter_quotas: false,
-            sasl_mechanisms: vec![
+            sasl_mechanisms: Mechanisms(vec![
                 SaslMechanism::Scram(ScramMechanism::Sha256),
                 SaslMechanism::Scram(ScramMechanism::Sha512),
-            ],
+            ]),
             sasl_credentials_file: None,
             failed_authentication_delay: Duration::from_millis(100),
             ssl: SslSettings::default(),
@@ -160,27 +158,55 @@ impl Default for ServerSettings {
     }
 }
 
-/// One network thread per CPU the process may use (within [`MAX_NETWORK_THREADS`]), and one
-/// where that cannot be told: requests are handled on blocking threads, so a network thread only
-/// moves bytes and more of them than CPUs would only take turns.
-fn default_network_threads() -> NonZeroUsize {
-    let cpus = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-    NonZeroUsize::new(cpus.min(MAX_NETWORK_THREADS as usize)).unwrap_or(NonZeroUsize::MIN)
+/// A node id: Kafka's `node.id`, a whole number from 0 to 2³¹ − 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(i32);
+
+impl NodeId {
+    /// `id`, if it is not negative.
+    pub const fn new(id: i32) -> Option<NodeId> {
+        if id >= 0 {
+            Some(NodeId(id))
+        } else {
+            None
+        }
+    }
+
+    /// The id.
+    pub const fn get(self) -> i32 {
+        self.0
+    }
+}
+
+/// The SASL mechanisms offered: at least one, each once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mechanisms(Vec<SaslMechanism>);
+
+impl Mechanisms {
+    /// `mechanisms` without repeats, if there is at least one.
+    pub fn new(mechanisms: impl IntoIterator<Item = SaslMechanism>) -> Option<Mechanisms> {
+        let mut out = Vec::new();
+        for m in mechanisms {
+            if !out.contains(&m) {
+                out.push(m);
+            }
+        }
+        (!out.is_empty()).then_some(Mechanisms(out))
+    }
+
+    /// The mechanisms, in the order given.
+    pub fn as_slice(&self) -> &[SaslMechanism] {
+        &self.0
+    }
 }
 
 /// `sasl.enabled.mechanisms`: at least one, each once.
-fn mechanisms(value: &str) -> Result<Vec<SaslMechanism>, Problem> {
-    let mut mechanisms = Vec::new();
+fn mechanisms(value: &str) -> Result<Mechanisms, Problem> {
+    let mut given = Vec::new();
     for m in value.split(',').map(str::trim).filter(|m| !m.is_empty()) {
-        let m = m.parse::<SaslMechanism>().map_err(Problem::refused)?;
-        if !mechanisms.contains(&m) {
-            mechanisms.push(m);
-        }
+        given.push(m.parse::<SaslMechanism>().map_err(Problem::refused)?);
     }
-    if mechanisms.is_empty() {
-        return Err(ValueProblem::NoMechanism.into());
-    }
-    Ok(mechanisms)
+    Mechanisms::new(given).ok_or_else(|| ValueProblem::NoMechanism.into())
 }
 
 impl ServerSettings {
@@ -237,7 +263,7 @@ impl ServerSettings {
             }
             "ssl.client.auth" => self.ssl.client_auth = value.parse().map_err(Problem::refused)?,
             "ssl.principal.mapping.rules" => {
-                let mapper = PrincipalMapper::parse(value).map_err(Problem::refused)?;
+                let mapper = PrincipalMapper::parse(non_empty(value)?).map_err(Problem::refused)?;
                 self.ssl.principal_mapping = Arc::new(mapper);
             }
             "kquota.data.dir" => self.data_dir = PathBuf::from(non_empty(value)?),
@@ -261,16 +287,14 @@ impl ServerSettings {
             }
             "max.connections" => self.max_connections = count(value)?,
             "max.connections.per.ip" => self.max_connections_per_ip = count(value)?,
-            "num.network.threads" => {
-                self.network_threads = count_up_to(value, MAX_NETWORK_THREADS)?
-            }
-            "connections.max.idle.ms" => self.idle_timeout = millis(value, 1)?,
-            "kquota.connections.grace.ms" => self.connection_grace = millis(value, 1)?,
+            "num.network.threads" => self.network_threads = count_up_to(value)?,
+            "connections.max.idle.ms" => self.idle_timeout = timeout(value)?,
+            "kquota.connections.grace.ms" => self.connection_grace = timeout(value)?,
             "node.id" => {
                 self.node_id = value
                     .parse()
                     .ok()
-                    .filter(|n| *n >= 0)
+                    .and_then(NodeId::new)
                     .ok_or(Problem::WholeNumberAtLeast(0))?
             }
             "cluster.id" => self.cluster_id = non_empty(value)?.to_owned(),
@@ -307,6 +331,17 @@ impl ServerSettings {
             .listeners
             .resolve(&self.listener_protocol_map)
             .map_err(|problem| ConfigError::value("listeners", self.listeners.as_str(), problem))?;
+        // What the listeners' protocols need: the files themselves are read when the server binds.
+        let ssl = &self.ssl;
+        let identity = ssl.keystore_location.is_some()
+            || (ssl.keystore_certificate_chain.is_some() && ssl.keystore_key.is_some());
+        if listeners.iter().any(|l| l.protocol.uses_tls()) && !identity {
+            return Err(ConfigError::NoKeystore);
+        }
+        if listeners.iter().any(|l| l.protocol.uses_sasl()) && self.sasl_credentials_file.is_none()
+        {
+            return Err(ConfigError::NoCredentialsFile);
+        }
         // A frame larger than the budget would wait for it forever.
         if let Some(queued) = self.queued_max_request_bytes {
             if queued < self.max_request_bytes.non_zero() {
@@ -320,7 +355,7 @@ impl ServerSettings {
             #[cfg(feature = "cluster")]
             cluster: self
                 .cluster
-                .build(&SETTINGS, || format!("kquotad-{}", self.node_id))?,
+                .build(&SETTINGS, || format!("kquotad-{}", self.node_id.get()))?,
             listeners,
             advertised: self.advertised.clone(),
             data_dir: self.data_dir.clone(),
@@ -335,14 +370,14 @@ impl ServerSettings {
             max_connections: self.max_connections,
             max_connections_per_ip: self.max_connections_per_ip,
             network_threads: self.network_threads,
-            idle_timeout: self.idle_timeout,
-            connection_grace: self.connection_grace,
-            node_id: self.node_id,
+            idle_timeout: self.idle_timeout.get(),
+            connection_grace: self.connection_grace.get(),
+            node_id: self.node_id.get(),
             cluster_id: self.cluster_id.clone(),
             super_users: self.super_users.clone(),
             describe_allow_anonymous: self.describe_allow_anonymous,
             draft_alter_quotas: self.draft_alter_quotas,
-            sasl_mechanisms: self.sasl_mechanisms.clone(),
+            sasl_mechanisms: self.sasl_mechanisms.as_slice().to_vec(),
             sasl_credentials_file: self.sasl_credentials_file.clone(),
             failed_authentication_delay: self.failed_authentication_delay,
             ssl: self.ssl.clone(),
@@ -417,7 +452,7 @@ mod tests {
         let cpus = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
         assert_eq!(
             config.network_threads.get(),
-            cpus.min(MAX_NETWORK_THREADS as usize)
+            cpus.min(kquota_host::MAX_NETWORK_THREADS as usize)
         );
         for n in ["1", "4", "256"] {
             config.set("num.network.threads", n).unwrap();
@@ -432,6 +467,77 @@ mod tests {
         // A refused value leaves the last good one.
         assert!(config.set("num.network.threads", "0").is_err());
         assert_eq!(config.network_threads.get(), 256);
+    }
+
+    #[test]
+    fn the_values_set_are_the_built_configuration() {
+        let mut c = ServerSettings::default();
+        for (key, value) in [
+            ("listeners", " PLAINTEXT://127.0.0.1:0 "),
+            ("socket.request.max.bytes", "1048576"),
+            ("queued.max.request.bytes", "2097152"),
+            ("connections.max.idle.ms", "1500"),
+            ("max.connections.per.ip", "7"),
+            ("node.id", "3"),
+            ("super.users", "User:admin;User:ops"),
+            ("sasl.enabled.mechanisms", "PLAIN,PLAIN"),
+            ("kquota.sub.quota.policy", "kafka"),
+            ("kquota.producer.capacity.bytes.per.sec", "1e6"),
+            ("kquota.metrics.listen", "127.0.0.1:9405"),
+        ] {
+            c.set(key, value).unwrap();
+        }
+        let b = c.build().unwrap();
+        assert_eq!(b.listeners()[0].addr.to_string(), "127.0.0.1:0");
+        assert_eq!(b.max_request_bytes.get(), 1_048_576);
+        assert_eq!(
+            b.queued_max_request_bytes.map(NonZeroUsize::get),
+            Some(2_097_152)
+        );
+        assert_eq!(b.idle_timeout, Duration::from_millis(1500));
+        assert_eq!(b.max_connections_per_ip.get(), 7);
+        assert_eq!(b.node_id, 3);
+        assert_eq!(
+            b.super_users,
+            [Principal::user("admin"), Principal::user("ops")]
+        );
+        assert_eq!(b.sasl_mechanisms, [SaslMechanism::Plain]);
+        assert_eq!(b.policy(), SubQuotaPolicy::Kafka);
+        assert_eq!(b.producer_capacity, Some(1e6));
+        assert_eq!(b.metrics_listen, Some("127.0.0.1:9405".parse().unwrap()));
+    }
+
+    #[test]
+    fn the_tables_defaults_are_the_defaults() {
+        for s in SETTINGS.iter() {
+            let Some(default) = s.default else { continue };
+            if s.key.starts_with("kquota.cluster.") && !cfg!(feature = "cluster") {
+                continue;
+            }
+            let mut set = ServerSettings::default();
+            set.set(s.key, default).unwrap();
+            assert_eq!(
+                format!("{set:?}"),
+                format!("{:?}", ServerSettings::default()),
+                "{}",
+                s.key
+            );
+        }
+    }
+
+    #[test]
+    fn listeners_that_need_a_keystore_or_credentials_say_so_when_built() {
+        let mut c = ServerSettings::default();
+        c.set("listeners", "SSL://127.0.0.1:0").unwrap();
+        assert!(matches!(c.build(), Err(ConfigError::NoKeystore)));
+        c.set("ssl.keystore.certificate.chain", "inline").unwrap();
+        assert!(matches!(c.build(), Err(ConfigError::NoKeystore)));
+        c.set("ssl.keystore.key", "inline").unwrap();
+        c.build().unwrap();
+        c.set("listeners", "SASL_PLAINTEXT://127.0.0.1:0").unwrap();
+        assert!(matches!(c.build(), Err(ConfigError::NoCredentialsFile)));
+        c.set("sasl.credentials.file", "users.json").unwrap();
+        c.build().unwrap();
     }
 
     #[test]
@@ -498,6 +604,8 @@ mod tests {
         config
             .set("listener.security.protocol.map", "internal:PLAINTEXT")
             .unwrap();
+        // The SSL listener needs a keystore; only its presence is checked here.
+        config.set("ssl.keystore.location", "server.pem").unwrap();
         let built = config.build().unwrap();
         let listeners = built.listeners();
         assert_eq!(
@@ -547,8 +655,9 @@ mod tests {
         );
         let e = refusal("ssl.principal.mapping.rules", "RULE:(a/b/Q");
         assert!(
-            e.to_string()
-                .starts_with("ssl.principal.mapping.rules=RULE:(a/b/Q: ssl.principal.mapping.rules: invalid rule"),
+            e.to_string().starts_with(
+                "ssl.principal.mapping.rules=RULE:(a/b/Q: invalid rule 'RULE:(a/b/Q': "
+            ),
             "{e}"
         );
         // A refused value leaves the rules as they were.

@@ -16,7 +16,7 @@ mod ssl;
 mod table;
 
 pub use config::ServerConfig;
-pub use given::{parse_properties, ServerSettings, MAX_NETWORK_THREADS};
+pub use given::{parse_properties, Mechanisms, NodeId, ServerSettings};
 pub use listeners::{AdvertisedListeners, ListenerConfig, Listeners, ProtocolMap};
 pub use ssl::SslSettings;
 pub use table::SETTINGS;

@@ -82,7 +82,7 @@ pub const SETTINGS: Settings = Settings(&[
     ),
     s(
         "num.network.threads",
-        "threads serving the connections, each one's for its life; 1-256 (one per CPU)",
+        "threads serving the connections, each staying on one; 1-256 (one per CPU)",
     )
     .flag("--num-network-threads"),
     s(
@@ -198,34 +198,10 @@ pub const SETTINGS: Settings = Settings(&[
 mod tests {
     use super::*;
 
-    const DOC: &str = include_str!("../../../docs/kquotad-settings.md");
-
     #[test]
     fn every_key_has_help_and_documentation_and_the_doc_agrees() {
-        assert_eq!(SETTINGS.undocumented(DOC), Vec::<&str>::new());
-        let rows: Vec<Vec<&str>> = DOC
-            .lines()
-            .filter(|l| l.starts_with("| `"))
-            .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
-            .collect();
-        assert_eq!(
-            rows.iter()
-                .map(|r| r[0].trim_matches('`'))
-                .collect::<Vec<_>>(),
-            SETTINGS.iter().map(|s| s.key).collect::<Vec<_>>(),
-            "the doc's table lists every key, in the table's order"
-        );
-        for (s, row) in SETTINGS.iter().zip(&rows) {
-            assert!(!s.help.is_empty(), "{}", s.key);
-            let flag = row[1]
-                .trim_matches('`')
-                .split([' ', '`'])
-                .next()
-                .unwrap_or("");
-            assert_eq!(s.flag.unwrap_or("—"), flag, "{}", s.key);
-            if let Some(d) = s.default {
-                assert_eq!(row[2], format!("`{d}`"), "{}", s.key);
-            }
-        }
+        SETTINGS
+            .check_doc_table(include_str!("../../../docs/kquotad-settings.md"))
+            .unwrap();
     }
 }
