@@ -115,7 +115,7 @@ fn a_bad_flag_is_named_with_its_key() {
     assert_eq!(
         refusal(&["--upstream", "127.0.0.1:1", "--max-in-flight", "0"]),
         "kquota-proxy: --max-in-flight: kquota.proxy.max.in.flight.requests=0: must be a whole \
-         number ≥ 1\n"
+         number between 1 and 65536\n"
     );
     assert_eq!(
         refusal(&["--listen-base", "127.0.0.1:0"]),
