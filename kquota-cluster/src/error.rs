@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use rdkafka::error::KafkaError;
+use crate::kafka::types::KafkaError;
 
 /// Why joining the cluster, or committing through it, failed.
 ///
@@ -448,7 +448,7 @@ impl ClusterError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rdkafka::types::RDKafkaErrorCode;
+    use crate::kafka::types::RDKafkaErrorCode;
 
     #[test]
     fn commit_errors_say_whether_they_may_still_apply() {

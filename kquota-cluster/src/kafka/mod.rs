@@ -10,10 +10,10 @@ mod client;
 mod consumer;
 mod producer;
 mod topics;
+pub(crate) mod types;
 
 pub(crate) use client::{kafka_or_timeout, remaining};
 pub(crate) use consumer::{Consumer, Polled, StartAt};
 pub(crate) use producer::{queue_full, LogProducer, Producer, Undelivered};
-/// Kafka's error, as the clients give it (and as [`ClusterError`](crate::ClusterError) carries it).
-pub(crate) use rdkafka::error::KafkaError;
 pub(crate) use topics::{ensure_topic, TopicSpec};
+pub(crate) use types::KafkaError;

@@ -162,6 +162,8 @@ pub enum Problem {
     NotIpPort,
     /// Not a host and a port.
     NotHostPort,
+    /// Not one of the given words (`required, requested or none`).
+    OneOf(&'static str),
     /// A file that cannot be opened.
     Unreadable(io::Error),
     /// Refused by the parser of the value's type (principals, mechanisms, policies,
@@ -205,6 +207,7 @@ impl fmt::Display for Problem {
             Problem::NotHostPort => {
                 f.write_str("must be host:port (an IPv6 address in brackets: [::1]:9092)")
             }
+            Problem::OneOf(words) => write!(f, "expected {words}"),
             Problem::Unreadable(e) => write!(f, "cannot read: {e}"),
             Problem::Refused(e) => write!(f, "{e}"),
         }

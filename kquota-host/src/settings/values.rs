@@ -30,6 +30,14 @@ pub fn non_empty(value: &str) -> Result<&str, Problem> {
     }
 }
 
+/// Kafka's `ssl.client.auth`.
+pub fn client_auth(value: &str) -> Result<kquota_wire::tls::ClientAuth, Problem> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| Problem::OneOf("required, requested or none"))
+}
+
 /// A count of at least 1.
 pub fn count(value: &str) -> Result<NonZeroUsize, Problem> {
     number(value).ok_or(Problem::WholeNumberAtLeast(1))
@@ -194,6 +202,14 @@ mod tests {
         assert!(!boolean("false").unwrap());
         assert!(matches!(boolean("yes"), Err(Problem::NotBool)));
         assert_eq!(non_empty(" a ").unwrap(), "a");
+        assert_eq!(
+            client_auth("required").unwrap(),
+            kquota_wire::tls::ClientAuth::Required
+        );
+        assert_eq!(
+            client_auth("always").unwrap_err().to_string(),
+            "expected required, requested or none"
+        );
         assert!(matches!(non_empty("  "), Err(Problem::Empty)));
         assert_eq!(count("3").unwrap().get(), 3);
         for bad in ["0", "-1", "x", ""] {

@@ -13,8 +13,8 @@ use std::time::Duration;
 use kquota::meter::MeterConfig;
 use kquota::SubQuotaPolicy;
 use kquota_host::settings::values::{
-    boolean, capacity, count, count_up_to, frame_size, ip_port, non_empty, timeout, Capacity,
-    Count, FrameSize, Timeout,
+    boolean, capacity, client_auth, count, count_up_to, frame_size, ip_port, non_empty, timeout,
+    Capacity, Count, FrameSize, Timeout,
 };
 #[cfg(feature = "cluster")]
 use kquota_host::settings::ClusterSettings;
@@ -32,7 +32,7 @@ use super::config::{
 };
 use super::error::ConfigError;
 use super::table::*;
-use super::values::{broker_map, client_auth, pem_file};
+use super::values::{broker_map, pem_file};
 use crate::tls::{ClientTls, UpstreamTls};
 
 /// The most requests a connection may have unanswered (`kquota.proxy.max.in.flight.requests`):

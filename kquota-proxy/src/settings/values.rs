@@ -1,5 +1,5 @@
 //! The value parsers of the proxy's own settings (the shared ones are `kquota_host`'s): the
-//! broker map, `ssl.client.auth` and PEM files. Their refusals are [`ValueProblem`]s, kept as the
+//! broker map and PEM files. Their refusals are [`ValueProblem`]s, kept as the
 //! source of [`Problem::Refused`].
 
 use std::collections::BTreeMap;
@@ -9,7 +9,6 @@ use std::path::PathBuf;
 
 use kquota_host::settings::values::non_empty;
 use kquota_host::settings::Problem;
-use kquota_wire::tls::ClientAuth;
 
 /// Why a value of one of the proxy's own settings is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,8 +22,6 @@ pub enum ValueProblem {
     NodeTwice(i32),
     /// A listener (other than port 0) mapped to two nodes.
     AddressTwice(SocketAddr),
-    /// Not `none`, `requested` or `required`.
-    ClientAuth,
 }
 
 impl fmt::Display for ValueProblem {
@@ -36,8 +33,6 @@ impl fmt::Display for ValueProblem {
             }
             ValueProblem::NodeTwice(node) => write!(f, "node {node} is mapped twice"),
             ValueProblem::AddressTwice(addr) => write!(f, "{addr} is mapped to two nodes"),
-            // kquota-wire's wording, whose own message names the key as well.
-            ValueProblem::ClientAuth => f.write_str("expected required, requested or none"),
         }
     }
 }
@@ -71,13 +66,6 @@ pub(crate) fn broker_map(value: &str) -> Result<BTreeMap<i32, SocketAddr>, Probl
         }
     }
     Ok(map)
-}
-
-/// `ssl.client.auth`.
-pub(crate) fn client_auth(value: &str) -> Result<ClientAuth, Problem> {
-    value
-        .parse::<ClientAuth>()
-        .map_err(|_| Problem::refused(ValueProblem::ClientAuth))
 }
 
 /// A PEM file's path: it must open now, so that a missing file is named by the line or flag that

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use kquota::SubQuotaPolicy;
 use kquota_host::settings::values::{
-    boolean, capacity, count, count_up_to, frame_size, ip_port, millis, non_empty, timeout,
-    Capacity, FrameSize, Timeout,
+    boolean, capacity, client_auth, count, count_up_to, frame_size, ip_port, millis, non_empty,
+    timeout, Capacity, FrameSize, Timeout,
 };
 #[cfg(feature = "cluster")]
 use kquota_host::settings::ClusterSettings;
@@ -261,7 +261,7 @@ impl ServerSettings {
             "ssl.truststore.certificates" => {
                 self.ssl.truststore_certificates = Some(value.to_owned())
             }
-            "ssl.client.auth" => self.ssl.client_auth = value.parse().map_err(Problem::refused)?,
+            "ssl.client.auth" => self.ssl.client_auth = client_auth(value)?,
             "ssl.principal.mapping.rules" => {
                 let mapper = PrincipalMapper::parse(non_empty(value)?).map_err(Problem::refused)?;
                 self.ssl.principal_mapping = Arc::new(mapper);
