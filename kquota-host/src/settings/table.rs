@@ -87,6 +87,18 @@ impl Settings {
         }
     }
 
+    /// A known `key` of a feature `program` was built without: why it is refused (`None`: `key`
+    /// is not a setting at all).
+    pub fn not_built(
+        &self,
+        key: &str,
+        program: &'static str,
+        feature: &'static str,
+    ) -> Option<super::error::Problem> {
+        self.find(key)
+            .map(|_| super::error::Problem::NotBuilt { program, feature })
+    }
+
     /// `key` was given without `needs`: the error, naming their flags.
     pub fn needs(&self, key: &'static str, needs: &'static str) -> SettingError {
         SettingError::Needs {

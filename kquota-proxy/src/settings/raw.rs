@@ -308,13 +308,7 @@ impl ProxySettings {
     /// The `kquota.cluster.*` settings, refused: this build has no cluster.
     #[cfg(not(feature = "cluster"))]
     fn apply_cluster(&mut self, key: &str, _value: &str) -> Result<(), Option<Problem>> {
-        match SETTINGS.find(key) {
-            Some(_) => Err(Some(Problem::NotBuilt {
-                program: "kquota-proxy",
-                feature: "cluster",
-            })),
-            None => Err(None),
-        }
+        Err(SETTINGS.not_built(key, "kquota-proxy", "cluster"))
     }
 
     /// The checked configuration: the upstream is given; the TLS files (read now, and named by

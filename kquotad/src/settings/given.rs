@@ -312,13 +312,7 @@ impl ServerSettings {
     /// The `kquota.cluster.*` settings, refused: this build has no cluster.
     #[cfg(not(feature = "cluster"))]
     fn apply_cluster(&mut self, key: &str, _value: &str) -> Result<(), Option<Problem>> {
-        match SETTINGS.find(key) {
-            Some(_) => Err(Some(Problem::NotBuilt {
-                program: "kquotad",
-                feature: "cluster",
-            })),
-            None => Err(None),
-        }
+        Err(SETTINGS.not_built(key, "kquotad", "cluster"))
     }
 
     /// The checked configuration: the listeners resolved through
