@@ -10,8 +10,9 @@
 //! with `listener.security.protocol.map` for custom names); each speaks PLAINTEXT, SSL,
 //! SASL_PLAINTEXT or SASL_SSL (see [`kquota_wire::SecurityProtocol`]). One tokio task per connection,
 //! on one of the network threads (`num.network.threads`, one per CPU by default; given out in turn
-//! as connections are accepted, each keeping its own for its life), reads size-prefixed frames, answers them strictly in order (Kafka's pipelining guarantee), and closes
-//! the connection where Kafka would. Limits: the request frame size (`socket.request.max.bytes`,
+//! as connections are accepted, each keeping its own for its life), reads size-prefixed frames,
+//! answers them strictly in order (Kafka's pipelining guarantee), and closes the connection where
+//! Kafka would. Limits: the request frame size (`socket.request.max.bytes`,
 //! 100 MiB by default; `sasl.server.max.receive.size`, 512 KiB, before a SASL client has
 //! authenticated), the request bytes read or queued at once over all connections
 //! (`queued.max.request.bytes`, 256 MiB: reading waits while they are spent; a frame's buffer
