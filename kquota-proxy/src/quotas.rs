@@ -66,7 +66,10 @@ impl Quotas {
         let opened = open_engine(&settings, source).await.map_err(|e| match e {
             OpenError::Engine(e) => ProxyError::Engine(e.to_string()),
             OpenError::Store(dir, e) => ProxyError::Store(dir.display().to_string(), e.to_string()),
-            other => ProxyError::Cluster(other.to_string()),
+            // The cluster's own error: ProxyError says what was being done.
+            #[cfg(feature = "cluster")]
+            OpenError::Cluster(e) => ProxyError::Cluster(e.to_string()),
+            other => ProxyError::Engine(other.to_string()),
         })?;
         #[allow(unused_mut)] // Without the cluster feature nothing more is filled in.
         let mut cluster_state = ClusterState::default();

@@ -348,6 +348,25 @@ mod tests {
     }
 
     #[test]
+    fn the_clients_speak_tls_and_sasl() {
+        // librdkafka refuses these at creation when it was built without OpenSSL.
+        let mut config = ClusterConfig::new("127.0.0.1:1", "t");
+        for (k, v) in [
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", "alice"),
+            ("sasl.password", "secret"),
+        ] {
+            config.client_properties.insert(k.to_owned(), v.to_owned());
+        }
+        Producer::heartbeats(&config).unwrap();
+        config
+            .client_properties
+            .insert("security.protocol".to_owned(), "SSL".to_owned());
+        Producer::usage(&config).unwrap();
+    }
+
+    #[test]
     fn only_a_full_queue_is_waited_out() {
         assert!(queue_full(&KafkaError::MessageProduction(
             RDKafkaErrorCode::QueueFull
