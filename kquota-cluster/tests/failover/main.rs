@@ -5,7 +5,9 @@
 //! part of the default `cargo test`, so when it runs, it was asked for.
 //!
 //! Three instances run in this process, each with its own engine and its own Kafka clients, as
-//! three hosts would.
+//! three hosts would. The cluster's SSL and SASL_PLAINTEXT listeners (`KQUOTA_CLUSTER_SSL`,
+//! `KQUOTA_CLUSTER_SSL_CA`, `KQUOTA_CLUSTER_SASL_PLAINTEXT`) carry one test's instances, so that
+//! the clients' TLS and SCRAM are tried against a real broker.
 
 use std::collections::HashMap;
 use std::process::Command;
@@ -461,4 +463,87 @@ async fn the_members_and_usage_leaders_restarted_drop_no_instance() {
         assert_eq!(m.live_count(), 3);
         assert!(m.is_connected());
     }
+}
+
+/// A variable `run.sh` sets from the cluster's `bootstrap.env`.
+fn env(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: run this target with kquota-cluster/tests/failover/run.sh")
+    })
+}
+
+/// An instance of the shared topic `topic` at `bootstrap`, its clients set with `client`.
+fn secured(
+    instance: &str,
+    bootstrap: String,
+    topic: &str,
+    client: &[(&str, &str)],
+) -> ClusterConfig {
+    let mut c = ClusterConfig::new(bootstrap, instance);
+    c.config_topic = topic.to_owned();
+    c.replication_factor = 3;
+    c.min_insync_replicas = Some(2);
+    c.open_timeout = Duration::from_secs(60);
+    for (k, v) in client {
+        c.client_properties.insert((*k).to_owned(), (*v).to_owned());
+    }
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_share_the_configuration_over_ssl_and_sasl_scram() {
+    logs();
+    let topic = unique("secured");
+    let ca = env("KQUOTA_CLUSTER_SSL_CA");
+    let over_tls = secured(
+        "tls",
+        env("KQUOTA_CLUSTER_SSL"),
+        &topic,
+        &[("security.protocol", "SSL"), ("ssl.ca.location", &ca)],
+    );
+    let over_scram = secured(
+        "scram",
+        env("KQUOTA_CLUSTER_SASL_PLAINTEXT"),
+        &topic,
+        &[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", "alice"),
+            ("sasl.password", "alice-secret"),
+        ],
+    );
+    let (tls_engine, scram_engine) = (Arc::new(Engine::new()), Arc::new(Engine::new()));
+    let tls = ConfigLog::open(over_tls, Arc::clone(&tls_engine))
+        .await
+        .unwrap_or_else(|e| panic!("over SSL: {e}"));
+    let scram = ConfigLog::open(over_scram, Arc::clone(&scram_engine))
+        .await
+        .unwrap_or_else(|e| panic!("over SASL_PLAINTEXT with SCRAM-SHA-512: {e}"));
+    // One alteration from each, each seen by the other.
+    let (tls, scram) = (Arc::new(tls), Arc::new(scram));
+    for (log, user) in [
+        (Arc::clone(&tls), "over-tls"),
+        (Arc::clone(&scram), "over-scram"),
+    ] {
+        let entity = Entity::User(named(user));
+        let answer = tokio::task::spawn_blocking(move || {
+            log.alter(
+                &[Alteration::new(&entity).set("producer_byte_rate", 1234.0)],
+                false,
+            )
+        })
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{user}: {e}"));
+        assert!(answer[0].error.is_none(), "{user}: {answer:?}");
+    }
+    let took = eventually(
+        Duration::from_secs(30),
+        "both instances hold both alterations",
+        || {
+            let (a, b) = (everything(&tls_engine), everything(&scram_engine));
+            a.len() == 2 && a == b
+        },
+    );
+    println!("over SSL and over SCRAM-SHA-512: both alterations on both instances in {took:?}");
 }

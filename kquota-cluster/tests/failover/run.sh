@@ -9,7 +9,9 @@
 #      holds each), none refused applied, alterations acknowledged again within the alteration
 #      timeout of the kill;
 #   2. the members and usage partitions' leader restarted (SIGTERM, then started again), and the
-#      members leader killed (kill -9) and started again: no instance's live count drops.
+#      members leader killed (kill -9) and started again: no instance's live count drops;
+#   3. two instances sharing one configuration, one over the SSL listeners (the cluster's CA) and
+#      one over SASL_PLAINTEXT with SCRAM-SHA-512: each sees the other's alteration.
 #
 #   bash kquota-cluster/tests/failover/run.sh [test name filter]
 #
@@ -88,7 +90,10 @@ START
 chmod +x "$WORK/node-kill" "$WORK/node-stop" "$WORK/node-start"
 
 echo "== the failover tests"
-KQUOTA_CLUSTER_BOOTSTRAP="$BOOTSTRAP" \
+KQUOTA_CLUSTER_SSL="$(sed -n 's/^SSL=//p' "$CDIR/bootstrap.env")" \
+  KQUOTA_CLUSTER_SSL_CA="$(sed -n 's/^SSL_CA=//p' "$CDIR/bootstrap.env")" \
+  KQUOTA_CLUSTER_SASL_PLAINTEXT="$(sed -n 's/^SASL_PLAINTEXT=//p' "$CDIR/bootstrap.env")" \
+  KQUOTA_CLUSTER_BOOTSTRAP="$BOOTSTRAP" \
   KQUOTA_FAILOVER_KILL="$WORK/node-kill" \
   KQUOTA_FAILOVER_STOP="$WORK/node-stop" \
   KQUOTA_FAILOVER_START="$WORK/node-start" \
