@@ -472,18 +472,17 @@ fn env(var: &str) -> String {
     })
 }
 
-/// An instance of the shared topic `topic` at `bootstrap`, its clients set with `client`.
+/// An instance of the shared topic `topic` at `bootstrap` (another listener of the cluster), its
+/// clients set with `client`.
 fn secured(
     instance: &str,
     bootstrap: String,
     topic: &str,
     client: &[(&str, &str)],
 ) -> ClusterConfig {
-    let mut c = ClusterConfig::new(bootstrap, instance);
+    let mut c = config(instance);
+    c.bootstrap_servers = bootstrap;
     c.config_topic = topic.to_owned();
-    c.replication_factor = 3;
-    c.min_insync_replicas = Some(2);
-    c.open_timeout = Duration::from_secs(60);
     for (k, v) in client {
         c.client_properties.insert((*k).to_owned(), (*v).to_owned());
     }
