@@ -87,9 +87,15 @@ fn round(addr: SocketAddr, mechanism: &str, rng: &mut Rng) -> Vec<(bool, Duratio
     for i in 0..20 {
         probe(addr, mechanism, &user(i % 2 == 0, i));
     }
+    // Which of a pair goes first, shuffled but with exactly as many of each: the pair's two
+    // connections land on different network threads, always in the same order, so an imbalance
+    // would let the threads' difference pass for the users'.
+    let mut firsts: Vec<bool> = (0..PROBES / 2).map(|i| i % 2 == 0).collect();
+    for i in (1..firsts.len()).rev() {
+        firsts.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+    }
     let mut out = Vec::with_capacity(PROBES);
-    for i in 0..PROBES / 2 {
-        let known_first = rng.next() & 1 == 0;
+    for (i, known_first) in firsts.into_iter().enumerate() {
         for known in [known_first, !known_first] {
             out.push((known, probe(addr, mechanism, &user(known, i))));
         }
