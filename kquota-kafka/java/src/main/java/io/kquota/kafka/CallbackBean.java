@@ -12,8 +12,9 @@ import javax.management.ReflectionException;
 
 /**
  * The callback's JMX bean, {@code io.kquota:type=ClientQuotaCallback,instance=N}: the read-only
- * attributes of {@link KquotaCallbackMBean} and two operations, {@code explain(String, String)} and
- * {@code setFailing(boolean)}.
+ * attributes of {@link KquotaCallbackMBean} (the engine's, and the cluster mode's: {@code ClusterState},
+ * {@code Ready}, {@code LiveBrokers}, {@code Sensors}, {@code ReporterInstalled}) and two operations,
+ * {@code explain(String, String)} and {@code setFailing(boolean)}.
  *
  * <p>A dynamic bean because a Standard MBean would make {@code setFailing(boolean)} beside
  * {@code isFailing()} the writable attribute {@code Failing}: the fault drill is something an operator
@@ -33,6 +34,17 @@ final class CallbackBean implements DynamicMBean {
                 attribute("PendingChanges", int.class, "quota changes that failed and wait to be applied again",
                         false),
                 attribute("Failing", boolean.class, "whether the fault drill is on", true),
+                attribute("ClusterState", String.class, "the cluster mode (kquota.cluster.bootstrap.servers): off,"
+                        + " joining, ready, stopped: <why>, or unknown: <why> when the engine could not answer",
+                        false),
+                attribute("Ready", boolean.class, "whether ClusterState is off or ready: the quotas are what the"
+                        + " configuration says", true),
+                attribute("LiveBrokers", int.class, "kquota instances (one per broker) the cluster mode counts as"
+                        + " live, or -1", false),
+                attribute("Sensors", int.class, "client-quota sensors whose rates KquotaMetricsReporter hands the"
+                        + " cluster mode", false),
+                attribute("ReporterInstalled", boolean.class, "whether io.kquota.kafka.KquotaMetricsReporter is in"
+                        + " metric.reporters", true),
             },
             null,
             new MBeanOperationInfo[] {
@@ -73,6 +85,11 @@ final class CallbackBean implements DynamicMBean {
             case "Failures" -> callback.getFailures();
             case "PendingChanges" -> callback.getPendingChanges();
             case "Failing" -> callback.isFailing();
+            case "ClusterState" -> callback.getClusterState();
+            case "Ready" -> callback.isReady();
+            case "LiveBrokers" -> callback.getLiveBrokers();
+            case "Sensors" -> callback.getSensors();
+            case "ReporterInstalled" -> callback.isReporterInstalled();
             default -> throw new AttributeNotFoundException("no attribute " + name);
         };
     }

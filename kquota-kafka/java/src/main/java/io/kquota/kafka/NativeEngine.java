@@ -67,8 +67,48 @@ final class NativeEngine {
         }
     }
 
-    /** A new engine from the {@code kquota.*} settings, or 0 with the refusal in {@code error[0]}. */
-    static native long open(String[] keys, String[] values, String[] error);
+    /** {@link #tick}'s answer bit: kquota's configuration log applied something (masks and limits may differ). */
+    static final int TICK_CONFIGURATION = 1;
+    /** {@link #tick}'s answer bit: the cluster-wide limits' shares on this broker moved. */
+    static final int TICK_LIMITS = 2;
+
+    /**
+     * A new engine from the {@code kquota.*} settings, or 0 with the refusal in {@code error[0]}.
+     * {@code nodeId} is the broker's {@code node.id} (else {@code broker.id}), -1 if unknown: the
+     * cluster mode names this broker by it and counts the partitions it leads.
+     */
+    static native long open(String[] keys, String[] values, int nodeId, String[] error);
+
+    /**
+     * How often, in milliseconds, the callback hands the engine this broker's usage ({@link #tick}):
+     * 0 when the cluster mode is off (no {@code kquota.cluster.bootstrap.servers}), -1 on a failure.
+     */
+    static native int usageIntervalMs(long handle);
+
+    /**
+     * This broker's usage since the last tick, from Kafka's client-quota sensors: {@code count}
+     * entries of parallel arrays, the type ({@code ClientQuotaType}'s ordinal, produce 0 or fetch 1),
+     * the {@code user} tag (sanitized), the {@code client-id} tag and the rate in bytes per second.
+     * Answers bits, {@link #TICK_CONFIGURATION} and {@link #TICK_LIMITS} (0 when nothing changed), or
+     * -1 on a failure.
+     */
+    static native int tick(long handle, int[] types, String[] users, String[] clients, double[] rates, int count);
+
+    /**
+     * The partitions this broker leads ({@code led}) of those with a leader ({@code total}), internal
+     * and kquota's own topics left out: without the metrics reporter, the cluster mode splits each
+     * cluster-wide limit by them. Answers 1 when the limits moved, 0 when not, -1 on a failure.
+     */
+    static native int leadership(long handle, int led, int total);
+
+    /**
+     * The cluster mode's state: {@code off}, {@code joining}, {@code ready} or
+     * {@code stopped: <why>}; null on a failure.
+     */
+    static native String clusterState(long handle);
+
+    /** The kquota instances (one per broker) the cluster mode's membership counts as live now, or -1. */
+    static native int liveInstances(long handle);
 
     /** Closes an engine; later calls with its handle fail. */
     static native void close(long handle);
