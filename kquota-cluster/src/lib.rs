@@ -59,4 +59,4 @@ pub use crate::usage::record::{
     BucketUsage, UsageRecord, UsageTracker, DEFAULT_MAX_BUCKETS, MAX_RECORD_BYTES,
 };
 pub use crate::usage::split::{split_limit, SharedSplit, SplitParams};
-pub use crate::usage::UsageShare;
+pub use crate::usage::{UsageShare, UsageSource};

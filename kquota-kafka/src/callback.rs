@@ -9,10 +9,23 @@
 //! the type (its `quotaTypesEnabled`) when only one shape is, and otherwise by the first of six
 //! exact lookups; a limit is looked up from the tags alone. Under `kip55` the tags are the bucket of
 //! the engine's resolution and a user bucket's limit is the remainder of its total.
+//!
+//! Kafka's metadata holds only each type's native unit. A type for which kquota's configuration
+//! log configures another unit anywhere (`producer_byte_rate:bps`, `:shares`) is answered from the
+//! engine's resolution under either policy: Kafka meters one bucket per type for a connection, so
+//! the bucket is that of the most specific level any unit of the type resolves to, and its limit
+//! the smallest of the units that configure that bucket, a `bps` limit as this broker's part of it
+//! ([`crate::parts`]).
 
+use std::sync::Arc;
+
+use kquota::meter::BucketOwner;
 use kquota::{
-    Alteration, Engine, Entity, EntityName, Level, Levels, QuotaKey, Shapes, SubQuotaPolicy,
+    Engine, Entity, EntityName, Level, Levels, Quota, QuotaKey, Shapes, SubQuotaPolicy, Unit,
 };
+
+use crate::parts::{PartView, Parts};
+use crate::sources::Sources;
 
 /// Kafka's client quota types, in the order of `ClientQuotaType`'s constants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +63,33 @@ impl QuotaType {
             QuotaType::Fetch => QuotaKey::CONSUMER_BROKER_BPS,
             QuotaType::Request => QuotaKey::REQUEST_PERCENTAGE,
             QuotaType::ControllerMutation => QuotaKey::CONTROLLER_MUTATION_RATE,
+        }
+    }
+
+    /// Every key of the type: the native one first, then the units only kquota's log holds.
+    pub fn keys(self) -> &'static [QuotaKey] {
+        match self {
+            QuotaType::Produce => &[
+                QuotaKey::PRODUCER_BROKER_BPS,
+                QuotaKey::PRODUCER_BPS,
+                QuotaKey::PRODUCER_SHARES,
+            ],
+            QuotaType::Fetch => &[
+                QuotaKey::CONSUMER_BROKER_BPS,
+                QuotaKey::CONSUMER_BPS,
+                QuotaKey::CONSUMER_SHARES,
+            ],
+            QuotaType::Request => &[QuotaKey::REQUEST_PERCENTAGE],
+            QuotaType::ControllerMutation => &[QuotaKey::CONTROLLER_MUTATION_RATE],
+        }
+    }
+
+    /// The type's `bps` key, for the byte rates.
+    pub fn bps_key(self) -> Option<QuotaKey> {
+        match self {
+            QuotaType::Produce => Some(QuotaKey::PRODUCER_BPS),
+            QuotaType::Fetch => Some(QuotaKey::CONSUMER_BPS),
+            _ => None,
         }
     }
 }
@@ -103,8 +143,44 @@ impl Part<'_> {
 /// The engine behind one callback.
 #[derive(Debug)]
 pub struct Callback {
-    engine: Engine,
+    engine: Arc<Engine>,
     policy: SubQuotaPolicy,
+    sources: Sources,
+    parts: Parts,
+}
+
+/// The tags of a bucket as an owner (`None` for two empty tags).
+pub fn owner_of(user_tag: &str, client_tag: &str) -> Option<BucketOwner> {
+    match (user_tag.is_empty(), client_tag.is_empty()) {
+        (true, true) => None,
+        (false, false) => Some(BucketOwner::UserClient(
+            Arc::from(user_tag),
+            Arc::from(client_tag),
+        )),
+        (false, true) => Some(BucketOwner::User(Arc::from(user_tag))),
+        (true, false) => Some(BucketOwner::ClientId(Arc::from(client_tag))),
+    }
+}
+
+/// A bucket's limit and, for a part of a cluster-wide one, what it is a part of and why.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BucketLimit {
+    /// The limit Kafka meters the bucket against.
+    pub limit: f64,
+    /// With a `bps` quota the limit comes from: the cluster-wide value and how the part was taken.
+    pub part_of: Option<(f64, PartView)>,
+}
+
+/// The tags of a level's bucket.
+fn tags_of(level: Level) -> Tags {
+    match level {
+        Level::UserClient
+        | Level::UserDefaultClient
+        | Level::DefaultUserClient
+        | Level::DefaultUserDefaultClient => Tags::UserClient,
+        Level::User | Level::DefaultUser => Tags::User,
+        Level::ClientId | Level::DefaultClientId => Tags::Client,
+    }
 }
 
 /// Kafka's shape bits of the shapes that configure a key.
@@ -121,12 +197,48 @@ impl Callback {
             .policy(policy)
             .build()
             .expect("the engine's defaults with a policy are valid");
-        Callback { engine, policy }
+        Callback {
+            engine: Arc::new(engine),
+            policy,
+            sources: Sources::default(),
+            parts: Parts::default(),
+        }
     }
 
-    /// The engine (for explanations and counts).
-    pub fn engine(&self) -> &Engine {
+    /// The engine the answers come from: Kafka's metadata and kquota's log together.
+    pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+
+    /// The inputs of this broker's parts of cluster-wide limits.
+    pub fn parts(&self) -> &Parts {
+        &self.parts
+    }
+
+    /// The broker now follows kquota's configuration log through `log`, an engine the log
+    /// replays into: its entities join Kafka's, Kafka's winning where both set an entity's key.
+    pub fn attach_log(&self, log: Arc<Engine>) {
+        self.sources.attach(&self.engine, log);
+    }
+
+    /// The log's engine changed `entity`.
+    pub fn log_changed(&self, entity: &Entity) {
+        self.sources.log_changed(&self.engine, entity);
+    }
+
+    /// How many (entity, key) pairs the engine holds from each source: (Kafka's metadata,
+    /// kquota's log).
+    pub fn source_counts(&self) -> (usize, usize) {
+        self.sources.counts()
+    }
+
+    /// Whether kquota's log configures a unit of `ty` other than Kafka's anywhere: the type is
+    /// then answered by the engine's resolution ([`Callback::unit_tags`]).
+    fn has_units(&self, ty: QuotaType) -> bool {
+        ty.keys()[1..].iter().any(|&k| {
+            let s = self.engine.shapes(k);
+            s.user_client || s.user || s.client
+        })
     }
 
     /// The policy.
@@ -137,8 +249,8 @@ impl Callback {
     /// The shape bits of `ty` ([`shapes`]): the Java half's shortcut, which needs no call here.
     pub fn mask(&self, ty: QuotaType) -> u32 {
         match self.policy {
-            SubQuotaPolicy::Kafka => mask_of(self.engine.shapes(ty.key())),
-            SubQuotaPolicy::Kip55 => shapes::CUSTOM,
+            SubQuotaPolicy::Kafka if !self.has_units(ty) => mask_of(self.engine.shapes(ty.key())),
+            _ => shapes::CUSTOM,
         }
     }
 
@@ -172,15 +284,7 @@ impl Callback {
             (None, Some(c)) => Entity::ClientId(c),
             (None, None) => return Err("an entity with neither a user nor a client-id".into()),
         };
-        let alteration = Alteration::new(&entity);
-        let alteration = match value {
-            Some(v) => alteration.set(ty.key(), v),
-            None => alteration.remove(ty.key()),
-        };
-        let results = self.engine.mirror(std::slice::from_ref(&alteration));
-        if let Some(error) = results.into_iter().find_map(|r| r.error) {
-            return Err(format!("{entity}: {}", error.message));
-        }
+        self.sources.kafka(&self.engine, &entity, ty.key(), value)?;
         Ok(self.mask(ty))
     }
 
@@ -188,6 +292,9 @@ impl Callback {
     #[inline]
     pub fn tags(&self, ty: QuotaType, user: &str, client_id: &str) -> Tags {
         let key = ty.key();
+        if ty.keys().len() > 1 && self.has_units(ty) {
+            return self.unit_tags(ty, user, client_id);
+        }
         if self.policy == SubQuotaPolicy::Kip55 {
             return match self.engine.resolve(user, client_id).get(key) {
                 Some(q) => match q.level {
@@ -223,6 +330,9 @@ impl Callback {
     /// `None` where Kafka's default has no quota.
     #[inline]
     pub fn limit(&self, ty: QuotaType, user_tag: &str, client_tag: &str) -> Option<f64> {
+        if ty.keys().len() > 1 && self.has_units(ty) {
+            return self.bucket_limit(ty, user_tag, client_tag).map(|b| b.limit);
+        }
         let key = ty.key();
         let first = |levels: Levels, of: &[usize]| of.iter().find_map(|&i| levels.values[i]);
         match (user_tag.is_empty(), client_tag.is_empty()) {
@@ -247,6 +357,89 @@ impl Callback {
             },
             (true, false) => first(self.engine.levels("", client_tag, key), &[6, 7]),
         }
+    }
+
+    /// The tags of a type with units: the bucket of the most specific level any of its units
+    /// resolves to (Kafka's "nothing applies" when none does).
+    fn unit_tags(&self, ty: QuotaType, user: &str, client_id: &str) -> Tags {
+        let resolved = self.engine.resolve(user, client_id);
+        ty.keys()
+            .iter()
+            .filter_map(|&k| resolved.get(k))
+            .map(|q| q.level)
+            .min()
+            .map_or(Tags::Client, tags_of)
+    }
+
+    /// The quotas of `ty` that configure the bucket of these tags: of each key, the effective
+    /// quota whose level gives this bucket.
+    fn bucket_quotas(&self, ty: QuotaType, user_tag: &str, client_tag: &str) -> Vec<Quota> {
+        let keys = ty.keys().iter().copied();
+        match (user_tag.is_empty(), client_tag.is_empty()) {
+            (true, true) => Vec::new(),
+            (false, client_empty) => {
+                // An empty client-id resolves to the user levels only (3 and 6), as in Kafka.
+                let resolved = self.engine.resolve(user_tag, client_tag);
+                let want = if client_empty {
+                    Tags::User
+                } else {
+                    Tags::UserClient
+                };
+                keys.filter_map(|k| resolved.get(k))
+                    .filter(|q| tags_of(q.level) == want)
+                    .collect()
+            }
+            (true, false) => keys
+                .filter_map(|k| {
+                    let levels = self.engine.levels("", client_tag, k);
+                    let (i, v) = (6..8).find_map(|i| levels.values[i].map(|v| (i, v)))?;
+                    let level = if i == 6 {
+                        Level::ClientId
+                    } else {
+                        Level::DefaultClientId
+                    };
+                    Some(Quota {
+                        key: k,
+                        limit: v,
+                        level,
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// The limit of a bucket of a type with units: the smallest of its units' limits, a `bps`
+    /// one as this broker's part; `None` if no unit this broker enforces configures it (`shares`
+    /// are recorded and described, not enforced inside a broker).
+    pub fn bucket_limit(
+        &self,
+        ty: QuotaType,
+        user_tag: &str,
+        client_tag: &str,
+    ) -> Option<BucketLimit> {
+        let mut best: Option<BucketLimit> = None;
+        for q in self.bucket_quotas(ty, user_tag, client_tag) {
+            let candidate = match q.key.unit() {
+                Unit::Shares => continue,
+                Unit::Bps => {
+                    let owner = owner_of(user_tag, client_tag)?;
+                    let live = self.engine.broker_view().broker_count;
+                    let (part, view) = self.parts.part(q.key, &owner, q.limit, live);
+                    BucketLimit {
+                        limit: part,
+                        part_of: Some((q.limit, view)),
+                    }
+                }
+                _ => BucketLimit {
+                    limit: q.limit,
+                    part_of: None,
+                },
+            };
+            if best.is_none_or(|b| candidate.limit < b.limit) {
+                best = Some(candidate);
+            }
+        }
+        best
     }
 
     /// Why (sanitized user, client-id) gets each of its limits: per type, the bucket and limit the
@@ -282,6 +475,42 @@ impl Callback {
                     |l| l.to_string()
                 ),
             );
+            if let Some((whole, view)) = self
+                .has_units(ty)
+                .then(|| self.bucket_limit(ty, user_tag, client_tag))
+                .flatten()
+                .and_then(|b| b.part_of)
+            {
+                let _ = writeln!(
+                    out,
+                    "  this broker's part of the cluster-wide {whole} bytes/s, {}",
+                    match view {
+                        PartView::SharedUsage => "by what each broker serves".to_owned(),
+                        PartView::Leadership { led, total } =>
+                            format!("by partition leadership ({led} of {total} partitions)"),
+                        PartView::LiveCount { brokers } =>
+                            format!("divided by the {brokers} live brokers"),
+                    }
+                );
+            }
+            for d in described
+                .iter()
+                .filter(|d| d.key != key && d.key.quota_type() == key.quota_type())
+            {
+                let _ = writeln!(
+                    out,
+                    "  {} matched {} = {} (level {}){}",
+                    d.key,
+                    show(&d.entity),
+                    d.value,
+                    d.level.number(),
+                    if d.key.unit() == Unit::Shares {
+                        ": shares are not enforced inside a broker"
+                    } else {
+                        ""
+                    }
+                );
+            }
             match described.iter().find(|d| d.key == key) {
                 Some(d) => {
                     let _ = writeln!(
@@ -301,9 +530,13 @@ impl Callback {
                         );
                     }
                 }
-                None => {
+                None if !described
+                    .iter()
+                    .any(|d| d.key.quota_type() == key.quota_type()) =>
+                {
                     let _ = writeln!(out, "  no entry configures it");
                 }
+                None => {}
             }
         }
         out
@@ -407,5 +640,102 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("limit 100"), "{text}");
+    }
+
+    /// A callback whose configuration log sets `entries`.
+    fn with_log(policy: SubQuotaPolicy, entries: &[(Entity, QuotaKey, f64)]) -> Callback {
+        let cb = Callback::new(policy);
+        let log = Arc::new(Engine::builder().policy(policy).build().unwrap());
+        for (e, k, v) in entries {
+            let results = log.mirror(&[kquota::Alteration::new(e).set(*k, *v)]);
+            assert!(results.iter().all(|r| r.error.is_none()));
+        }
+        cb.attach_log(log);
+        cb
+    }
+
+    fn client(name: &str) -> Entity {
+        Entity::ClientId(EntityName::named(name).unwrap())
+    }
+
+    #[test]
+    fn a_bps_limit_from_the_log_is_this_brokers_part() {
+        let cb = with_log(
+            SubQuotaPolicy::Kafka,
+            &[(client("c"), QuotaKey::PRODUCER_BPS, 3_000_000.0)],
+        );
+        assert_eq!(cb.mask(Produce), shapes::CUSTOM);
+        // The other types keep Kafka's shortcut.
+        assert_eq!(cb.mask(Fetch), 0);
+        assert_eq!(cb.tags(Produce, "u", "c"), Tags::Client);
+        assert_eq!(cb.limit(Produce, "", "c"), Some(3_000_000.0));
+        cb.parts().set_leadership(1, 3);
+        assert_eq!(cb.limit(Produce, "", "c"), Some(1_000_000.0));
+        let text = cb.explain("u", "c");
+        assert!(text.contains("limit 1000000"), "{text}");
+        assert!(
+            text.contains(
+                "part of the cluster-wide 3000000 bytes/s, by partition leadership (1 of 3"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("producer_byte_rate:bps matched {client-id=c}"),
+            "{text}"
+        );
+        // Nobody else is limited.
+        assert_eq!(cb.tags(Produce, "u", "other"), Tags::Client);
+        assert_eq!(cb.limit(Produce, "", "other"), None);
+    }
+
+    #[test]
+    fn units_of_one_type_meter_the_most_specific_bucket_against_the_smallest_limit() {
+        let cb = with_log(
+            SubQuotaPolicy::Kafka,
+            &[
+                (client("c"), QuotaKey::PRODUCER_BPS, 3_000_000.0),
+                (
+                    Entity::User(EntityName::named("u").unwrap()),
+                    QuotaKey::PRODUCER_BPS,
+                    2_000_000.0,
+                ),
+            ],
+        );
+        // {user=u} (level 3) comes before {client-id=c} (level 7).
+        assert_eq!(cb.tags(Produce, "u", "c"), Tags::User);
+        assert_eq!(cb.limit(Produce, "u", ""), Some(2_000_000.0));
+        // Kafka's own quota for the same bucket, smaller: it binds.
+        cb.update(Produce, N("u"), Absent, 500_000.0).unwrap();
+        assert_eq!(cb.limit(Produce, "u", ""), Some(500_000.0));
+        cb.update(Produce, N("u"), Absent, 5_000_000.0).unwrap();
+        assert_eq!(cb.limit(Produce, "u", ""), Some(2_000_000.0));
+    }
+
+    #[test]
+    fn shares_are_described_but_not_enforced_inside_a_broker() {
+        let cb = with_log(
+            SubQuotaPolicy::Kip55,
+            &[(client("s"), QuotaKey::PRODUCER_SHARES, 3.0)],
+        );
+        assert_eq!(cb.tags(Produce, "u", "s"), Tags::Client);
+        assert_eq!(cb.limit(Produce, "", "s"), None);
+        let text = cb.explain("u", "s");
+        assert!(
+            text.contains("shares are not enforced inside a broker"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn kafkas_value_wins_over_the_logs_for_the_same_entity_and_key() {
+        let cb = with_log(
+            SubQuotaPolicy::Kafka,
+            &[(client("c"), QuotaKey::PRODUCER_BROKER_BPS, 2_000.0)],
+        );
+        assert_eq!(cb.limit(Produce, "", "c"), Some(2_000.0));
+        cb.update(Produce, Absent, N("c"), 1_000.0).unwrap();
+        assert_eq!(cb.limit(Produce, "", "c"), Some(1_000.0));
+        cb.remove(Produce, Absent, N("c")).unwrap();
+        assert_eq!(cb.limit(Produce, "", "c"), Some(2_000.0));
     }
 }

@@ -17,7 +17,10 @@ use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use jni_sys::{jboolean, jclass, jdouble, jint, jlong, jobjectArray, jsize, jstring, JNIEnv};
+use jni_sys::{
+    jboolean, jclass, jdouble, jdoubleArray, jint, jintArray, jlong, jobjectArray, jsize, jstring,
+    JNIEnv,
+};
 
 use crate::callback::{Part, QuotaType, Tags};
 use crate::registry::{self, Instance};
@@ -200,14 +203,15 @@ unsafe fn element(env: *mut JNIEnv, array: jobjectArray, i: jsize) -> Result<Str
     Ok(String::from_utf16_lossy(&units))
 }
 
-/// `long open(String[] keys, String[] values, String[] error)`: a new callback from the `kquota.*`
-/// settings, or 0 with the refusal in `error[0]`.
+/// `long open(String[] keys, String[] values, int nodeId, String[] error)`: a new callback from
+/// the `kquota.*` settings for the broker `nodeId`, or 0 with the refusal in `error[0]`.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_kquota_kafka_NativeEngine_open(
     env: *mut JNIEnv,
     _class: jclass,
     keys: jobjectArray,
     values: jobjectArray,
+    node_id: jint,
     error: jobjectArray,
 ) -> jlong {
     guard(0, || unsafe {
@@ -221,7 +225,7 @@ pub extern "system" fn Java_io_kquota_kafka_NativeEngine_open(
             pairs.push((element(env, keys, i)?, element(env, values, i)?));
         }
         match Settings::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
-            Ok(settings) => Ok(registry::open(settings)),
+            Ok(settings) => Ok(registry::open(settings, node_id)?),
             Err(refused) => {
                 let message = new_string(env, &refused.to_string());
                 (table.v1_1.SetObjectArrayElement)(env, error, 0, message);
@@ -486,4 +490,241 @@ pub extern "system" fn Java_io_kquota_kafka_NativeEngine_explain(
         };
         Ok(unsafe { new_string(env, &text) })
     })
+}
+
+/// `int usageIntervalMs(long handle)`: how often the Java half hands over the sensors' readings,
+/// 0 when the cluster is off, -1 on a failure.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_kquota_kafka_NativeEngine_usageIntervalMs(
+    _env: *mut JNIEnv,
+    _class: jclass,
+    handle: jlong,
+) -> jint {
+    guard(-1, || {
+        let instance = instance(handle)?;
+        #[cfg(feature = "cluster")]
+        if let Some(link) = instance.link() {
+            return Ok(link.interval().as_millis().clamp(1, i32::MAX as u128) as jint);
+        }
+        let _ = instance;
+        Ok(0)
+    })
+}
+
+/// `String clusterState(long handle)`: `off`, `joining`, `ready` or `stopped: why`; null on a
+/// failure.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_kquota_kafka_NativeEngine_clusterState(
+    env: *mut JNIEnv,
+    _class: jclass,
+    handle: jlong,
+) -> jstring {
+    guard(std::ptr::null_mut(), || {
+        let instance = instance(handle)?;
+        #[cfg(feature = "cluster")]
+        let state = instance
+            .link()
+            .map_or_else(|| "off".to_owned(), |l| l.state());
+        #[cfg(not(feature = "cluster"))]
+        let state = {
+            let _ = instance;
+            "off".to_owned()
+        };
+        Ok(unsafe { new_string(env, &state) })
+    })
+}
+
+/// `int liveInstances(long handle)`: the live brokers the membership knows (1 when the cluster is
+/// off or not joined yet), -1 on a failure.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_kquota_kafka_NativeEngine_liveInstances(
+    _env: *mut JNIEnv,
+    _class: jclass,
+    handle: jlong,
+) -> jint {
+    guard(-1, || {
+        let instance = instance(handle)?;
+        #[cfg(feature = "cluster")]
+        if let Some(link) = instance.link() {
+            return Ok(link.live().min(i32::MAX as u32) as jint);
+        }
+        let _ = instance;
+        Ok(1)
+    })
+}
+
+/// `int leadership(long handle, int led, int total)`: this broker leads `led` of `total`
+/// partitions; 1 if that moves a `bps` part (Kafka should read the limits again), 0 if not, -1 on
+/// a failure.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_kquota_kafka_NativeEngine_leadership(
+    _env: *mut JNIEnv,
+    _class: jclass,
+    handle: jlong,
+    led: jint,
+    total: jint,
+) -> jint {
+    guard(-1, || {
+        let (Ok(led), Ok(total)) = (u32::try_from(led), u32::try_from(total)) else {
+            return Err(Failure(format!("leadership {led} of {total}")));
+        };
+        with_instance(handle, |instance| {
+            let callback = instance.callback();
+            let changed = callback.parts().set_leadership(led, total);
+            // Only a configured cluster-wide limit has a part that moves with it.
+            let any_bps = [QuotaType::Produce, QuotaType::Fetch].iter().any(|t| {
+                t.bps_key().is_some_and(|k| {
+                    let s = callback.engine().shapes(k);
+                    s.user_client || s.user || s.client
+                })
+            });
+            Ok(jint::from(changed && any_bps))
+        })
+    })
+}
+
+/// `int tick(long handle, int[] types, String[] users, String[] clients, double[] rates, int
+/// count)`: the quota sensors' `byte-rate` readings, `count` of them (type ordinals, the `user` and
+/// `client-id` tags, bytes/s); answers the bits of `cluster::tick` (1: the configuration changed,
+/// 2: limits moved), -1 on a failure. At most a million readings are read.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_kquota_kafka_NativeEngine_tick(
+    env: *mut JNIEnv,
+    _class: jclass,
+    handle: jlong,
+    types: jintArray,
+    users: jobjectArray,
+    clients: jobjectArray,
+    rates: jdoubleArray,
+    count: jint,
+) -> jint {
+    guard(-1, || {
+        let instance = instance(handle)?;
+        #[cfg(feature = "cluster")]
+        if let Some(link) = instance.link() {
+            let readings = unsafe { readings(env, types, users, clients, rates, count)? };
+            return Ok(link.tick(instance.callback(), &readings));
+        }
+        let _ = (env, instance, types, users, clients, rates, count);
+        Ok(0)
+    })
+}
+
+/// The most sensor readings one tick reads (the Java half's reporter holds at most a million).
+#[cfg(feature = "cluster")]
+pub const MAX_READINGS: jint = 1_000_000;
+
+/// Reads a tick's parallel arrays.
+///
+/// # Safety
+/// `env` is the calling thread's JNI environment and the arrays live local references.
+#[cfg(feature = "cluster")]
+unsafe fn readings(
+    env: *mut JNIEnv,
+    types: jintArray,
+    users: jobjectArray,
+    clients: jobjectArray,
+    rates: jdoubleArray,
+    count: jint,
+) -> Result<Vec<crate::cluster::Reading>, Failure> {
+    let table = &**env;
+    let n = count.clamp(0, MAX_READINGS);
+    for array in [types as jobjectArray, users, clients, rates as jobjectArray] {
+        if array.is_null() || (table.v1_1.GetArrayLength)(env, array) < n {
+            return Err(Failure(format!(
+                "tick: an array shorter than its count {n}"
+            )));
+        }
+    }
+    let mut ordinals = vec![0 as jint; n as usize];
+    let mut values = vec![0.0 as jdouble; n as usize];
+    (table.v1_1.GetIntArrayRegion)(env, types, 0, n, ordinals.as_mut_ptr());
+    (table.v1_1.GetDoubleArrayRegion)(env, rates, 0, n, values.as_mut_ptr());
+    if (table.v1_2.ExceptionCheck)(env) {
+        (table.v1_1.ExceptionClear)(env);
+        return Err(Failure("tick: reading the arrays failed".into()));
+    }
+    let mut out = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let Some(ty) = QuotaType::from_ordinal(ordinals[i as usize]) else {
+            continue;
+        };
+        out.push(crate::cluster::Reading {
+            ty,
+            user: name_element(env, users, i)?,
+            client: name_element(env, clients, i)?,
+            rate: values[i as usize],
+        });
+    }
+    Ok(out)
+}
+
+/// Element `i` of a `String[]` as an engine name (one for one, lone surrogates included).
+///
+/// # Safety
+/// As [`element`].
+#[cfg(feature = "cluster")]
+unsafe fn name_element(env: *mut JNIEnv, array: jobjectArray, i: jsize) -> Result<String, Failure> {
+    let table = &**env;
+    let s = (table.v1_1.GetObjectArrayElement)(env, array, i);
+    if (table.v1_2.ExceptionCheck)(env) {
+        (table.v1_1.ExceptionClear)(env);
+        return Err(Failure(format!("tick: reading name {i} failed")));
+    }
+    let read = name(env, s);
+    (table.v1_1.DeleteLocalRef)(env, s);
+    read
+}
+
+/// `String[] drainLog()`: the plug-in's threads' log lines since the last call, each
+/// `LEVEL message` (ERROR, WARN or INFO); an empty array when there are none, null on a failure.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_kquota_kafka_NativeEngine_drainLog(
+    env: *mut JNIEnv,
+    class: jclass,
+) -> jobjectArray {
+    guard(std::ptr::null_mut(), || {
+        #[cfg(feature = "cluster")]
+        let lines: Vec<String> = crate::log::drain()
+            .into_iter()
+            .map(|(level, message)| format!("{} {message}", level.as_str()))
+            .collect();
+        #[cfg(not(feature = "cluster"))]
+        let lines: Vec<String> = Vec::new();
+        unsafe { string_array(env, class, &lines) }
+    })
+}
+
+/// A new `String[]` of `lines`.
+///
+/// # Safety
+/// `env` is the calling thread's JNI environment.
+unsafe fn string_array(
+    env: *mut JNIEnv,
+    _class: jclass,
+    lines: &[String],
+) -> Result<jobjectArray, Failure> {
+    let table = &**env;
+    let string_class = (table.v1_1.FindClass)(env, c"java/lang/String".as_ptr());
+    if string_class.is_null() || (table.v1_2.ExceptionCheck)(env) {
+        (table.v1_1.ExceptionClear)(env);
+        return Err(Failure("no java.lang.String class".into()));
+    }
+    let array = (table.v1_1.NewObjectArray)(
+        env,
+        lines.len() as jsize,
+        string_class,
+        std::ptr::null_mut(),
+    );
+    (table.v1_1.DeleteLocalRef)(env, string_class);
+    if array.is_null() || (table.v1_2.ExceptionCheck)(env) {
+        (table.v1_1.ExceptionClear)(env);
+        return Err(Failure("could not make a String[]".into()));
+    }
+    for (i, line) in lines.iter().enumerate() {
+        let s = new_string(env, line);
+        (table.v1_1.SetObjectArrayElement)(env, array, i as jsize, s);
+        (table.v1_1.DeleteLocalRef)(env, s);
+    }
+    Ok(array)
 }

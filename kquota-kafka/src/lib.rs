@@ -12,12 +12,24 @@
 //! - [`names`]: Java strings as engine names, one for one (lone surrogates included);
 //! - [`settings`]: the `kquota.*` keys of `server.properties`;
 //! - `exports`: the JNI methods, each guarded so that no panic reaches the JVM;
-//! - `registry`: the open callbacks by handle.
+//! - `registry`: the open callbacks by handle;
+//! - `sources`: Kafka's metadata and kquota's configuration log in one engine, Kafka's winning
+//!   where both set an entity's key;
+//! - [`parts`]: this broker's part of a cluster-wide `bps` limit;
+//! - `cluster` (the `cluster` feature): the broker as one of kquota's instances, following the
+//!   configuration log and sharing its usage through Kafka, and `log`, its threads' log lines
+//!   handed to the broker's log.
 //!
 //! `docs/kafka.md` covers installing the plug-in, its settings and how it behaves on a failure.
 
 pub mod callback;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod exports;
+#[cfg(feature = "cluster")]
+mod log;
 pub mod names;
+pub mod parts;
 mod registry;
 pub mod settings;
+mod sources;

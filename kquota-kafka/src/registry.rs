@@ -14,10 +14,13 @@ use crate::settings::Settings;
 /// One open callback.
 #[derive(Debug)]
 pub(crate) struct Instance {
-    callback: Callback,
+    callback: Arc<Callback>,
     settings: Settings,
     /// The fault drill: while set, every call fails on purpose.
     failing: AtomicBool,
+    /// With `kquota.cluster.bootstrap.servers`: the broker among kquota's instances.
+    #[cfg(feature = "cluster")]
+    link: Option<crate::cluster::Link>,
 }
 
 impl Instance {
@@ -25,8 +28,14 @@ impl Instance {
         &self.callback
     }
 
-    pub(crate) fn settings(&self) -> Settings {
-        self.settings
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The link with the other instances, if the cluster is on.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn link(&self) -> Option<&crate::cluster::Link> {
+        self.link.as_ref()
     }
 
     pub(crate) fn failing(&self) -> bool {
@@ -45,12 +54,26 @@ static TABLE: std::sync::LazyLock<ArcSwap<Table>> =
 /// Serializes opening and closing; lookups never take it.
 static WRITER: Mutex<()> = Mutex::new(());
 
-/// Opens a callback; its handle is its slot plus one (0 is never a handle).
-pub(crate) fn open(settings: Settings) -> i64 {
+/// Opens a callback for the broker `node_id`, and with the cluster settings starts joining the
+/// other instances; its handle is its slot plus one (0 is never a handle).
+pub(crate) fn open(settings: Settings, node_id: i32) -> std::io::Result<i64> {
+    let callback = Arc::new(Callback::new(settings.policy()));
+    #[cfg(feature = "cluster")]
+    let link = match settings.cluster() {
+        Some(cluster) => Some(crate::cluster::Link::start(
+            crate::cluster::cluster_config(cluster, node_id),
+            &callback,
+        )?),
+        None => None,
+    };
+    #[cfg(not(feature = "cluster"))]
+    let _ = node_id;
     let instance = Arc::new(Instance {
-        callback: Callback::new(settings.policy()),
+        callback,
         settings,
         failing: AtomicBool::new(false),
+        #[cfg(feature = "cluster")]
+        link,
     });
     let _writer = WRITER.lock();
     let mut table = Table::clone(&TABLE.load());
@@ -65,17 +88,29 @@ pub(crate) fn open(settings: Settings) -> i64 {
         }
     };
     TABLE.store(Arc::new(table));
-    slot as i64 + 1
+    Ok(slot as i64 + 1)
 }
 
-/// Closes `handle`; calls in flight finish with it.
+/// Closes `handle`; calls in flight finish with it. The cluster's threads are stopped (bounded)
+/// after the handle is gone from the table.
 pub(crate) fn close(handle: i64) {
-    let _writer = WRITER.lock();
-    let mut table = Table::clone(&TABLE.load());
-    if let Some(slot) = slot(handle).and_then(|s| table.get_mut(s)) {
-        *slot = None;
+    let closed = {
+        let _writer = WRITER.lock();
+        let mut table = Table::clone(&TABLE.load());
+        let closed = slot(handle)
+            .and_then(|s| table.get_mut(s))
+            .and_then(Option::take);
+        TABLE.store(Arc::new(table));
+        closed
+    };
+    #[cfg(feature = "cluster")]
+    if let Some(instance) = closed {
+        if let Some(link) = instance.link() {
+            link.close(instance.callback());
+        }
     }
-    TABLE.store(Arc::new(table));
+    #[cfg(not(feature = "cluster"))]
+    drop(closed);
 }
 
 fn slot(handle: i64) -> Option<usize> {

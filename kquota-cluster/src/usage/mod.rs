@@ -19,4 +19,4 @@ pub(crate) mod record;
 mod share;
 pub(crate) mod split;
 
-pub use share::UsageShare;
+pub use share::{UsageShare, UsageSource};

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kquota::meter::{Clock, Meter, SystemClock};
+use kquota::meter::{BucketSnapshot, Clock, Meter, SystemClock};
 use tokio::sync::oneshot;
 
 use super::cadence::UsageCadence;
@@ -26,6 +26,20 @@ use crate::worker::{Stop, Worker};
 
 /// How late the usage thread notices a stop: its longest wait in one poll.
 const POLL: Duration = Duration::from_millis(50);
+
+/// Where an instance's use of its buckets comes from, read once every `usage_interval` by the
+/// usage thread: its own [`Meter`], or, in a host that meters elsewhere (a Kafka broker, whose
+/// quota sensors meter), what that host measured, in the meter's terms.
+pub trait UsageSource: Send + Sync + 'static {
+    /// Every bucket as it stands now ([`Meter::snapshot`]'s form); only `bps` buckets are shared.
+    fn snapshot(&self) -> Vec<BucketSnapshot>;
+}
+
+impl UsageSource for Meter {
+    fn snapshot(&self) -> Vec<BucketSnapshot> {
+        Meter::snapshot(self)
+    }
+}
 
 /// Shares this instance's `bps` usage through the usage topic and splits the cluster-wide `bps`
 /// limits of its meter by everyone's ([`SharedSplit`], installed with
@@ -65,6 +79,24 @@ impl UsageShare {
         members: &Membership,
         params: SplitParams,
     ) -> Result<UsageShare, ClusterError> {
+        let share =
+            UsageShare::start_from(config, Arc::new(meter.clone()), members, params).await?;
+        if !meter.set_bps_split(Arc::clone(&share.split) as Arc<dyn kquota::meter::BpsSplit>) {
+            // A meter keeps its first split: sharing into another one would change nothing here.
+            return Err(ClusterError::Config(ConfigProblem::MeterHasSplit));
+        }
+        Ok(share)
+    }
+
+    /// Starts sharing the usage `source` reports, as [`start_with`](UsageShare::start_with)
+    /// does, for a host that meters with something other than a [`Meter`]: the split is not
+    /// installed anywhere; the host asks [`split`](UsageShare::split) for its parts itself.
+    pub async fn start_from(
+        config: &ClusterConfig,
+        source: Arc<dyn UsageSource>,
+        members: &Membership,
+        params: SplitParams,
+    ) -> Result<UsageShare, ClusterError> {
         if members.instance_id() != config.instance_id {
             tracing::warn!(
                 "usage: the membership is instance {}, the usage instance {}",
@@ -85,12 +117,11 @@ impl UsageShare {
         let thread = {
             let config = config.clone();
             let split = Arc::clone(&split);
-            let meter = meter.clone();
             Worker::spawn(
                 format!("kquota-usage-{}", config.instance_id),
                 "usage",
                 move |stop| {
-                    match UsageThread::new(&config, clock, meter, members, Arc::clone(&split)) {
+                    match UsageThread::new(&config, clock, source, members, Arc::clone(&split)) {
                         Ok(mut thread) => {
                             if ready_tx.send(Ok(())).is_ok() {
                                 thread.run(&stop);
@@ -108,20 +139,13 @@ impl UsageShare {
         let share = UsageShare { split, thread };
         // Dropping `share` on an error stops the thread.
         match ready_rx.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => {
-                return Err(ClusterError::Thread {
-                    thread: "usage",
-                    source: std::io::Error::other("it ended while starting"),
-                })
-            }
+            Ok(Ok(())) => Ok(share),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(ClusterError::Thread {
+                thread: "usage",
+                source: std::io::Error::other("it ended while starting"),
+            }),
         }
-        if !meter.set_bps_split(Arc::clone(&share.split) as Arc<dyn kquota::meter::BpsSplit>) {
-            // A meter keeps its first split: sharing into another one would change nothing here.
-            return Err(ClusterError::Config(ConfigProblem::MeterHasSplit));
-        }
-        Ok(share)
     }
 
     /// The split, as installed in the meter (to see whether it answers, or ask it directly).
@@ -143,7 +167,7 @@ struct UsageThread {
     tracker: UsageTracker,
     publisher: UsagePublisher,
     clock: Arc<dyn Clock>,
-    meter: Meter,
+    source: Arc<dyn UsageSource>,
     members: Arc<Members>,
     split: Arc<SharedSplit>,
     producer: Producer,
@@ -155,7 +179,7 @@ impl UsageThread {
     fn new(
         config: &ClusterConfig,
         clock: Arc<dyn Clock>,
-        meter: Meter,
+        source: Arc<dyn UsageSource>,
         members: Arc<Members>,
         split: Arc<SharedSplit>,
     ) -> Result<UsageThread, ClusterError> {
@@ -179,7 +203,7 @@ impl UsageThread {
                 millis(config.usage_interval).saturating_mul(2),
             ),
             clock,
-            meter,
+            source,
             members,
             split,
             producer,
@@ -255,7 +279,7 @@ impl UsageThread {
     /// Publishes what changed of this instance's usage; returns the records as the others will
     /// read them (the split decides from exactly what the others hold of this instance).
     fn publish(&mut self, now_ms: u64) -> Vec<UsageDelta> {
-        let snapshot = self.meter.snapshot();
+        let snapshot = self.source.snapshot();
         let record = self.tracker.record(&snapshot, now_ms, wall_ms());
         let split = &self.split;
         let records = self.publisher.publish(

@@ -377,9 +377,35 @@ public final class KquotaCallback implements ClientQuotaCallback, KquotaCallback
         unregisterMBean();
         long h = handle;
         handle = 0;
+        boolean wasCluster = clusterMode;
         clusterMode = false;
         if (h != 0) {
             NativeEngine.close(h);
+        }
+        if (wasCluster) {
+            // What the cluster threads said while stopping.
+            drainNativeLog();
+        }
+    }
+
+    /**
+     * The native library's own threads (joining, the configuration log, membership, usage sharing) log
+     * into a bounded queue; its lines reach the broker's log here, at their level.
+     */
+    private static void drainNativeLog() {
+        String[] lines = NativeEngine.drainLog();
+        if (lines == null) {
+            return;
+        }
+        for (String line : lines) {
+            int space = line.indexOf(' ');
+            String level = space < 0 ? "INFO" : line.substring(0, space);
+            String message = space < 0 ? line : line.substring(space + 1);
+            switch (level) {
+                case "ERROR" -> LOG.error("{}", message);
+                case "WARN" -> LOG.warn("{}", message);
+                default -> LOG.info("{}", message);
+            }
         }
     }
 
@@ -583,6 +609,7 @@ public final class KquotaCallback implements ClientQuotaCallback, KquotaCallback
         }
 
         private void once(long now) {
+            drainNativeLog();
             check(now);
             int count = sample();
             int answer = NativeEngine.tick(engine, types, users, clients, rates, count);

@@ -149,4 +149,10 @@ final class NativeEngine {
 
     /** Why each type's limit is what it is, for (sanitized user, client-id); null on a failure. */
     static native String explain(long handle, String sanitizedUser, String clientId);
+
+    /**
+     * The log lines of the library's own threads since the last call, each {@code LEVEL message} (ERROR,
+     * WARN or INFO), oldest first; at most a thousand, then a line counting those dropped. Null on a failure.
+     */
+    static native String[] drainLog();
 }
