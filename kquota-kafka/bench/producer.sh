@@ -19,7 +19,9 @@
 #
 # Environment: ROUNDS (default 8), RECORDS (default 1000000), BATCH_SIZE (default 2048: many requests),
 # ENTITIES (default 10000), KEEP=1 keeps the work directory (logs), BENCH_TIMEOUT (seconds, default 840:
-# the whole run, builds included, is killed after it).
+# the whole run, builds included, is killed after it), CLUSTER=1 runs kquota's broker in the cluster mode
+# (kquota.cluster.bootstrap.servers at itself, the metrics reporter installed: the log followed, the
+# membership, usage sharing and the sensor feed running).
 # Bounded: about 8-12 minutes on 2 shared cores. Needs cargo, java 17+, mvn, python3.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -117,7 +119,8 @@ group.initial.rebalance.delay.ms=0
 log.retention.check.interval.ms=15000
 EOF
   local line
-  for line in "$@"; do echo "$line" >>"$dir/server.properties"; done
+  # @SELF@: this broker's own listener (the cluster mode's kquota.cluster.bootstrap.servers).
+  for line in "$@"; do echo "${line//@SELF@/127.0.0.1:$bport}" >>"$dir/server.properties"; done
   cat >"$dir/log4j2.properties" <<EOF
 status = error
 appender.file.type = File
@@ -171,7 +174,15 @@ configure_broker() { # NAME
 
 echo "== starting two brokers: Kafka's default callback, and kquota's"
 start_broker default
-start_broker kquota "client.quota.callback.class=io.kquota.kafka.KquotaCallback" "kquota.sub.quota.policy=kafka"
+CLUSTER_LINES=()
+if [ -n "${CLUSTER:-}" ]; then
+  # The cluster mode on, with nothing cluster-wide configured: what following kquota's log, the
+  # membership, the usage sharing and the sensor feed cost a broker that does not need them.
+  CLUSTER_LINES=("kquota.cluster.bootstrap.servers=@SELF@" "kquota.cluster.replication.factor=1"
+    "metric.reporters=org.apache.kafka.common.metrics.JmxReporter,io.kquota.kafka.KquotaMetricsReporter")
+fi
+start_broker kquota "client.quota.callback.class=io.kquota.kafka.KquotaCallback" "kquota.sub.quota.policy=kafka" \
+  ${CLUSTER_LINES[@]+"${CLUSTER_LINES[@]}"}
 echo "   default $BOOTSTRAP_default, kquota $BOOTSTRAP_kquota (JMX $JMX_kquota)"
 configure_broker default
 configure_broker kquota
