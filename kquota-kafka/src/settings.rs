@@ -361,6 +361,15 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(feature = "cluster"))]
+    fn the_cluster_keys_are_refused_by_a_build_without_the_cluster() {
+        let e = Settings::parse([("kquota.cluster.bootstrap.servers", "k:1")]).unwrap_err();
+        assert_eq!(e.key(), "kquota.cluster.bootstrap.servers");
+        assert!(e.to_string().contains("no cluster support"), "{e}");
+    }
+
+    #[test]
+    #[cfg(feature = "cluster")]
     fn the_cluster_keys_are_read_with_the_bootstrap() {
         let s = Settings::parse([
             ("kquota.cluster.bootstrap.servers", "k1:9092, k2:9092"),
@@ -385,6 +394,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "cluster")]
     fn cluster_keys_without_the_bootstrap_or_with_bad_values_are_refused() {
         let e = Settings::parse([("kquota.cluster.instance.id", "b1")]).unwrap_err();
         assert_eq!(e.key(), "kquota.cluster.instance.id");
