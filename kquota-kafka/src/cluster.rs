@@ -5,7 +5,7 @@
 //!   Kafka's metadata in the callback's ([`crate::sources`]).
 //! - **Membership and usage.** The broker heartbeats among the instances, and shares its usage of
 //!   each `bps` bucket, which Kafka's own quota sensors measure (the Java half's metrics reporter
-//!   reads them and hands them over at every [`Link::tick`]), so that each broker's part of a
+//!   reads them and hands them over at every [`Link::tick`], [`crate::usage`]), so that each broker's part of a
 //!   cluster-wide limit follows what it serves ([`crate::parts`]).
 //!
 //! Joining happens on a thread of the plug-in's own, never on a thread of Kafka's: the broker
@@ -14,7 +14,6 @@
 //! the log follower keeps the last configuration through any outage of Kafka, as in the other
 //! instances. Closing stops every thread, bounded in time.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -26,9 +25,10 @@ use kquota_cluster::{
 };
 use parking_lot::{Condvar, Mutex};
 
-use crate::callback::{owner_of, Callback, QuotaType};
+use crate::callback::Callback;
 use crate::parts::UsageSplit;
 use crate::settings::ClusterSettings;
+use crate::usage::{Reading, SensorUsage};
 
 /// The longest wait between two attempts to join.
 const MAX_RETRY: Duration = Duration::from_secs(15);
@@ -36,30 +36,6 @@ const MAX_RETRY: Duration = Duration::from_secs(15);
 const WARN_EVERY: Duration = Duration::from_secs(60);
 /// How long closing waits for the plug-in's threads before leaving them to the process's exit.
 const CLOSE_BOUND: Duration = Duration::from_secs(10);
-/// A bucket whose windowed rate reaches this share of the part it was given counts as throttled:
-/// Kafka throttles above the limit and holds the windowed rate at it, while an unthrottled broker
-/// asks for its rate plus the split's 5 % margin, so stays at 1/1.05 of its part or below.
-const THROTTLED_AT: f64 = 0.97;
-/// A part that moves by more than this share has Kafka read every limit again.
-const MOVED: f64 = 0.01;
-
-/// [`Link::tick`]'s answer bits, as the Java half reads them.
-pub(crate) mod tick {
-    /// kquota's log changed the configuration: read every type's mask again.
-    pub(crate) const CONFIGURATION: i32 = 1;
-    /// A part moved: Kafka should read the byte-rate limits again.
-    pub(crate) const LIMITS: i32 = 2;
-}
-
-/// One reading of a Kafka quota sensor: `byte-rate` of a bucket, in bytes/s.
-#[derive(Clone, Debug)]
-pub(crate) struct Reading {
-    pub(crate) ty: QuotaType,
-    pub(crate) user: String,
-    pub(crate) client: String,
-    pub(crate) rate: f64,
-}
-
 /// Where the broker stands with the other instances.
 #[derive(Clone, Debug, PartialEq)]
 enum State {
@@ -95,7 +71,7 @@ struct Shared {
 pub(crate) struct Link {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    tick: Mutex<TickState>,
+    tick: Mutex<SensorUsage>,
 }
 
 impl std::fmt::Debug for Link {
@@ -104,82 +80,6 @@ impl std::fmt::Debug for Link {
             .field("instance", &self.shared.config.instance_id)
             .field("state", &*self.shared.state.lock())
             .finish_non_exhaustive()
-    }
-}
-
-/// The previous tick's view of each bucket.
-#[derive(Debug, Default)]
-struct TickState {
-    generation: u64,
-    buckets: HashMap<(QuotaKey, BucketOwner), Seen>,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Seen {
-    part: f64,
-    throttles: u64,
-}
-
-impl TickState {
-    /// The `bps` buckets of `readings` in the meter's terms, and the [`tick`] bits.
-    fn tick(&mut self, callback: &Callback, readings: &[Reading]) -> (i32, Vec<BucketSnapshot>) {
-        let mut flags = 0;
-        let generation = callback.engine().generation();
-        if generation != self.generation {
-            self.generation = generation;
-            flags |= tick::CONFIGURATION;
-        }
-        let mut buckets = HashMap::with_capacity(self.buckets.len());
-        let mut snapshot = Vec::new();
-        for r in readings {
-            let Some(key) = r.ty.bps_key() else { continue };
-            // Only a bucket whose limit is a part of a cluster-wide one is shared.
-            let Some(limit) = callback
-                .bucket_limit(r.ty, &r.user, &r.client)
-                .filter(|l| l.part_of.is_some())
-            else {
-                continue;
-            };
-            let Some(owner) = owner_of(&r.user, &r.client) else {
-                continue;
-            };
-            let id = (key, owner);
-            let before = self.buckets.get(&id).copied();
-            // Judged against the part Kafka has been enforcing, the one given before.
-            let enforced = before.map_or(limit.limit, |b| b.part);
-            let rate = if r.rate.is_finite() {
-                r.rate.max(0.0)
-            } else {
-                0.0
-            };
-            let throttled = rate >= THROTTLED_AT * enforced;
-            let throttles = before.map_or(0, |b| b.throttles) + u64::from(throttled);
-            if before.is_some_and(|b| (limit.limit - b.part).abs() > MOVED * b.part) {
-                flags |= tick::LIMITS;
-            }
-            snapshot.push(BucketSnapshot {
-                key,
-                owner: id.1.clone(),
-                level: None,
-                limit: limit.limit,
-                measured: rate,
-                recorded_total: 0.0,
-                throttle_ms_total: 0,
-                throttle_count: throttles,
-                bps_view: None,
-                clients: Vec::new(),
-                clients_other: 0.0,
-            });
-            buckets.insert(
-                id,
-                Seen {
-                    part: limit.limit,
-                    throttles,
-                },
-            );
-        }
-        self.buckets = buckets;
-        (flags, snapshot)
     }
 }
 
@@ -245,7 +145,7 @@ impl Link {
         Ok(Link {
             shared,
             thread: Mutex::new(Some(thread)),
-            tick: Mutex::new(TickState::default()),
+            tick: Mutex::new(SensorUsage::default()),
         })
     }
 
@@ -288,7 +188,7 @@ impl Link {
     }
 
     /// The sensors' readings of now: kept for the usage thread as this broker's usage of its
-    /// `bps` buckets; answers [`tick`] bits.
+    /// `bps` buckets; answers [`crate::usage::tick`] bits.
     pub(crate) fn tick(&self, callback: &Callback, readings: &[Reading]) -> i32 {
         let (flags, snapshot) = self.tick.lock().tick(callback, readings);
         *self.shared.feed.latest.lock() = snapshot;
@@ -458,74 +358,4 @@ async fn attempt(shared: &Shared, callback: &Arc<Callback>) -> Result<Joined, St
         members,
         usage,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::callback::{Part, QuotaType};
-    use kquota::{Alteration, Entity, EntityName, SubQuotaPolicy};
-
-    fn reading(client: &str, rate: f64) -> Reading {
-        Reading {
-            ty: QuotaType::Produce,
-            user: String::new(),
-            client: client.to_owned(),
-            rate,
-        }
-    }
-
-    /// A callback whose log sets `{client-id=c} producer_byte_rate:bps = 3 MB/s`.
-    fn with_bps() -> Arc<Callback> {
-        let cb = Arc::new(Callback::new(SubQuotaPolicy::Kafka));
-        let log = Arc::new(Engine::new());
-        let c = Entity::ClientId(EntityName::named("c").unwrap());
-        let results = log.mirror(&[Alteration::new(&c).set(QuotaKey::PRODUCER_BPS, 3_000_000.0)]);
-        assert!(results.iter().all(|r| r.error.is_none()));
-        cb.attach_log(log);
-        cb
-    }
-
-    #[test]
-    fn only_buckets_with_a_part_of_a_cluster_wide_limit_are_shared() {
-        let cb = with_bps();
-        cb.update(QuotaType::Produce, Part::Absent, Part::Named("k"), 1_000.0)
-            .unwrap();
-        let mut state = TickState::default();
-        let (flags, snapshot) = state.tick(
-            &cb,
-            &[
-                reading("c", 1_000_000.0),
-                reading("k", 900.0),
-                reading("none", 5.0),
-            ],
-        );
-        assert_eq!(flags, tick::CONFIGURATION);
-        assert_eq!(snapshot.len(), 1);
-        let b = &snapshot[0];
-        assert_eq!(b.key, QuotaKey::PRODUCER_BPS);
-        assert_eq!(b.owner, BucketOwner::ClientId(Arc::from("c")));
-        assert_eq!(
-            (b.measured, b.limit, b.throttle_count),
-            (1_000_000.0, 3_000_000.0, 0)
-        );
-        // Nothing changed since: no bits.
-        assert_eq!(state.tick(&cb, &[reading("c", 1_000_000.0)]).0, 0);
-    }
-
-    #[test]
-    fn a_bucket_at_its_part_counts_as_throttled_and_a_moved_part_resets() {
-        let cb = with_bps();
-        let mut state = TickState::default();
-        state.tick(&cb, &[reading("c", 2_950_000.0)]);
-        let (_, snapshot) = state.tick(&cb, &[reading("c", 2_950_000.0)]);
-        assert_eq!(snapshot[0].throttle_count, 2);
-        let (_, snapshot) = state.tick(&cb, &[reading("c", 2_000_000.0)]);
-        assert_eq!(snapshot[0].throttle_count, 2);
-        // Leadership moves the part from the whole limit to a third of it.
-        assert!(cb.parts().set_leadership(1, 3));
-        let (flags, snapshot) = state.tick(&cb, &[reading("c", 2_000_000.0)]);
-        assert_eq!(flags, tick::LIMITS);
-        assert!((snapshot[0].limit - 1_000_000.0).abs() < 1.0);
-    }
 }

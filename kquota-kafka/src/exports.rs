@@ -626,7 +626,7 @@ unsafe fn readings(
     clients: jobjectArray,
     rates: jdoubleArray,
     count: jint,
-) -> Result<Vec<crate::cluster::Reading>, Failure> {
+) -> Result<Vec<crate::usage::Reading>, Failure> {
     let table = &**env;
     let n = count.clamp(0, MAX_READINGS);
     for array in [types as jobjectArray, users, clients, rates as jobjectArray] {
@@ -649,7 +649,7 @@ unsafe fn readings(
         let Some(ty) = QuotaType::from_ordinal(ordinals[i as usize]) else {
             continue;
         };
-        out.push(crate::cluster::Reading {
+        out.push(crate::usage::Reading {
             ty,
             user: name_element(env, users, i)?,
             client: name_element(env, clients, i)?,

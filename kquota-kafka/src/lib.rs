@@ -16,6 +16,7 @@
 //! - `sources`: Kafka's metadata and kquota's configuration log in one engine, Kafka's winning
 //!   where both set an entity's key;
 //! - [`parts`]: this broker's part of a cluster-wide `bps` limit;
+//! - [`usage`]: Kafka's quota sensors' readings as the usage the brokers share;
 //! - `cluster` (the `cluster` feature): the broker as one of kquota's instances, following the
 //!   configuration log and sharing its usage through Kafka, and `log`, its threads' log lines
 //!   handed to the broker's log.
@@ -33,3 +34,4 @@ pub mod parts;
 mod registry;
 pub mod settings;
 mod sources;
+pub mod usage;
