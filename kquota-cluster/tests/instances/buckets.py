@@ -2,9 +2,10 @@
 (acks=0) over a few plain sockets, each with a client id of its own among COUNT, so that
 `{user=<default>, client-id=<default>} producer_byte_rate:bps` gives each a bucket.
 
-    buckets.py ADDR TOPIC SECONDS PREFIX FIRST COUNT PERIOD_S VALUE_BYTES SEED [STEP]
+    buckets.py ADDR TOPIC SECONDS PREFIX FIRST COUNT PERIOD_S VALUE_BYTES SEED [STEP [PARTITION]]
 
-Client ids PREFIX+str(i) for every STEP-th i (default 1: all) of FIRST..FIRST+COUNT; each sends
+Client ids PREFIX+str(i) for every STEP-th i (default 1: all) of FIRST..FIRST+COUNT, to partition
+PARTITION (default 0: a broker sent to directly must lead it); each sends
 one request of VALUE_BYTES every PERIOD_S seconds (spread over the period), and every second 1 %
 of them switch between that and three times as often. (The harness gives each proxy a range of
 its own, and the next proxy's range with STEP 50: 2 % of the buckets are served by two.)
@@ -22,12 +23,12 @@ import time
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 
-def frame(client_id, correlation, topic, records):
+def frame(client_id, correlation, topic, records, partition=0):
     cid = client_id.encode()
     header = struct.pack(">hhih", 0, 3, correlation, len(cid)) + cid
     name = topic.encode()
     body = (struct.pack(">hhi", -1, 0, 30000) + struct.pack(">i", 1) + struct.pack(">h", len(name)) + name
-            + struct.pack(">i", 1) + struct.pack(">ii", 0, len(records)) + records)
+            + struct.pack(">i", 1) + struct.pack(">ii", partition, len(records)) + records)
     msg = header + body
     return struct.pack(">i", len(msg)) + msg
 
@@ -35,6 +36,7 @@ def frame(client_id, correlation, topic, records):
 def main():
     addr, topic, seconds, prefix, first, count, period, size, seed = sys.argv[1:10]
     step = int(sys.argv[10]) if len(sys.argv) > 10 else 1
+    partition = int(sys.argv[11]) if len(sys.argv) > 11 else 0
     first, count, period, size, seconds = int(first), int(count), float(period), int(size), float(seconds)
     rng = random.Random(int(seed))
     b = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
@@ -66,7 +68,7 @@ def main():
         while due and due[0][0] <= now:
             at, i = heapq.heappop(due)
             corr += 1
-            out[i % len(socks)] += frame(prefix + str(i), corr, topic, records)
+            out[i % len(socks)] += frame(prefix + str(i), corr, topic, records, partition)
             heapq.heappush(due, (at + (period / 3.0 if i in fast else period), i))
             sent += 1
         for s, data in zip(socks, out):
