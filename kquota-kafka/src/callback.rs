@@ -21,7 +21,8 @@ use std::sync::Arc;
 
 use kquota::meter::BucketOwner;
 use kquota::{
-    Engine, Entity, EntityName, Level, Levels, Quota, QuotaKey, Shapes, SubQuotaPolicy, Unit,
+    BucketScope, Engine, Entity, EntityName, Level, Levels, Quota, QuotaKey, Shapes,
+    SubQuotaPolicy, Unit,
 };
 
 use crate::parts::{PartView, Parts};
@@ -173,13 +174,10 @@ pub struct BucketLimit {
 
 /// The tags of a level's bucket.
 fn tags_of(level: Level) -> Tags {
-    match level {
-        Level::UserClient
-        | Level::UserDefaultClient
-        | Level::DefaultUserClient
-        | Level::DefaultUserDefaultClient => Tags::UserClient,
-        Level::User | Level::DefaultUser => Tags::User,
-        Level::ClientId | Level::DefaultClientId => Tags::Client,
+    match level.bucket_scope() {
+        BucketScope::UserClient => Tags::UserClient,
+        BucketScope::User => Tags::User,
+        BucketScope::ClientId => Tags::Client,
     }
 }
 
@@ -297,14 +295,7 @@ impl Callback {
         }
         if self.policy == SubQuotaPolicy::Kip55 {
             return match self.engine.resolve(user, client_id).get(key) {
-                Some(q) => match q.level {
-                    Level::UserClient
-                    | Level::UserDefaultClient
-                    | Level::DefaultUserClient
-                    | Level::DefaultUserDefaultClient => Tags::UserClient,
-                    Level::User | Level::DefaultUser => Tags::User,
-                    _ => Tags::Client,
-                },
+                Some(q) => tags_of(q.level),
                 None => Tags::Client,
             };
         }
