@@ -50,27 +50,57 @@ enum State {
     Closed,
 }
 
-/// What the join thread leaves for the others: the parts that run on their own threads.
+/// What the join thread leaves for the others: the parts that run on their own threads, and
+/// the engine the log replays into.
 struct Joined {
     log: ConfigLog,
+    log_engine: Arc<Engine>,
     members: Membership,
     usage: UsageShare,
 }
 
+/// One instance of kquota in this process: its id's joining, log, membership and usage sharing,
+/// shared by every callback of the process configured with that id. A KRaft node that is both
+/// broker and controller makes two callbacks (each role has its quota managers), and a broker
+/// reconfigured makes a second before it closes the first: both are one instance among the
+/// others, with one heartbeat and one usage record, never two under one id.
 struct Shared {
     config: ClusterConfig,
     state: Mutex<State>,
     joined: Mutex<Option<Joined>>,
+    /// The callbacks served (the join and the log's changes reach each).
+    callbacks: Mutex<Vec<Weak<Callback>>>,
     /// Set when closing; the join thread waits on `wake` between attempts.
     stopping: Mutex<bool>,
     wake: Condvar,
     feed: Arc<SensorFeed>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
-/// The broker's link with the other instances, and the thread that makes it.
+impl Shared {
+    fn callbacks(&self) -> Vec<Arc<Callback>> {
+        self.callbacks
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    /// Brings `callback` to the joined state: the log's entries, the usage split.
+    fn attach(&self, callback: &Callback, joined: &Joined) {
+        callback.attach_log(Arc::clone(&joined.log_engine));
+        callback
+            .parts()
+            .set_split(Some(Box::new(Split(Arc::clone(joined.usage.split())))));
+    }
+}
+
+/// The instances of this process, by id.
+static INSTANCES: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+
+/// One callback's link with the other instances, through its instance's [`Shared`].
 pub(crate) struct Link {
     shared: Arc<Shared>,
-    thread: Mutex<Option<JoinHandle<()>>>,
     tick: Mutex<SensorUsage>,
 }
 
@@ -121,9 +151,38 @@ pub(crate) fn cluster_config(settings: &ClusterSettings, node_id: i32) -> Cluste
 }
 
 impl Link {
-    /// Starts joining on a thread of its own; `callback` serves Kafka's quotas meanwhile.
+    /// Links `callback` with the other instances as instance `config.instance_id`: joins on a
+    /// thread of its own, or, if this process already is that instance, shares it. `callback`
+    /// serves Kafka's quotas until joined.
     pub(crate) fn start(config: ClusterConfig, callback: &Arc<Callback>) -> std::io::Result<Link> {
         crate::log::install();
+        let mut instances = INSTANCES.lock();
+        instances.retain(|w| w.strong_count() > 0);
+        let existing = instances
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|s| s.config.instance_id == config.instance_id && !*s.stopping.lock());
+        if let Some(shared) = existing {
+            if shared.config.bootstrap_servers != config.bootstrap_servers
+                || shared.config.config_topic != config.config_topic
+            {
+                tracing::warn!(
+                    "kquota: a second callback for instance {} with other cluster settings; it \
+                     shares the first one's ({} , topic {})",
+                    config.instance_id,
+                    shared.config.bootstrap_servers,
+                    shared.config.config_topic
+                );
+            }
+            shared.callbacks.lock().push(Arc::downgrade(callback));
+            if let Some(joined) = shared.joined.lock().as_ref() {
+                shared.attach(callback, joined);
+            }
+            return Ok(Link {
+                shared,
+                tick: Mutex::new(SensorUsage::default()),
+            });
+        }
         let shared = Arc::new(Shared {
             config,
             state: Mutex::new(State::Joining {
@@ -131,20 +190,22 @@ impl Link {
                 last_error: None,
             }),
             joined: Mutex::new(None),
+            callbacks: Mutex::new(vec![Arc::downgrade(callback)]),
             stopping: Mutex::new(false),
             wake: Condvar::new(),
             feed: Arc::new(SensorFeed::default()),
+            thread: Mutex::new(None),
         });
         let thread = {
             let shared = Arc::clone(&shared);
-            let callback = Arc::downgrade(callback);
             std::thread::Builder::new()
                 .name(format!("kquota-join-{}", shared.config.instance_id))
-                .spawn(move || join(&shared, &callback))?
+                .spawn(move || join(&shared))?
         };
+        *shared.thread.lock() = Some(thread);
+        instances.push(Arc::downgrade(&shared));
         Ok(Link {
             shared,
-            thread: Mutex::new(Some(thread)),
             tick: Mutex::new(SensorUsage::default()),
         })
     }
@@ -190,19 +251,50 @@ impl Link {
     /// The sensors' readings of now: kept for the usage thread as this broker's usage of its
     /// `bps` buckets; answers [`crate::usage::tick`] bits.
     pub(crate) fn tick(&self, callback: &Callback, readings: &[Reading]) -> i32 {
+        // What a `bps` limit divides by without a usage split or leadership.
+        callback.engine().set_broker_count(self.live());
         let (flags, snapshot) = self.tick.lock().tick(callback, readings);
-        *self.shared.feed.latest.lock() = snapshot;
+        // Every callback of the process reads the same sensors; the first one's readings are
+        // the instance's usage, so that the usage thread sees one series of them.
+        let first = self.shared.callbacks.lock().iter().find_map(Weak::upgrade);
+        if first.is_some_and(|c| std::ptr::eq(&*c, callback)) {
+            *self.shared.feed.latest.lock() = snapshot;
+        }
         flags
     }
 
-    /// Stops joining, sharing, heartbeating and following: the usage thread's last record and
-    /// the membership's tombstone are written if Kafka answers, and the whole waits at most
-    /// [`CLOSE_BOUND`]; threads still running then are left to the process's exit.
+    /// This broker leads `led` of the `total` partitions with a leader: told to every callback
+    /// of the instance (Kafka tells only the broker's). Returns whether it changed.
+    pub(crate) fn set_leadership(&self, led: u32, total: u32) -> bool {
+        let mut changed = false;
+        for cb in self.shared.callbacks() {
+            changed |= cb.parts().set_leadership(led, total);
+        }
+        changed
+    }
+
+    /// Unlinks `callback`; the last callback of the instance stops joining, sharing,
+    /// heartbeating and following: the usage thread's last record and the membership's tombstone
+    /// are written if Kafka answers, and the whole waits at most [`CLOSE_BOUND`]; threads still
+    /// running then are left to the process's exit.
     pub(crate) fn close(&self, callback: &Callback) {
-        *self.shared.stopping.lock() = true;
-        self.shared.wake.notify_all();
         callback.parts().set_split(None);
-        let thread = self.thread.lock().take();
+        let last = {
+            let _instances = INSTANCES.lock();
+            let mut callbacks = self.shared.callbacks.lock();
+            callbacks.retain(|w| w.upgrade().is_some_and(|c| !std::ptr::eq(&*c, callback)));
+            let last = callbacks.is_empty();
+            if last {
+                // No later callback may share an instance that is stopping.
+                *self.shared.stopping.lock() = true;
+            }
+            last
+        };
+        if !last {
+            return;
+        }
+        self.shared.wake.notify_all();
+        let thread = self.shared.thread.lock().take();
         let shared = Arc::clone(&self.shared);
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let closer = std::thread::Builder::new()
@@ -229,7 +321,8 @@ impl Link {
             Err(e) => tracing::warn!("kquota: no thread to stop the cluster threads on: {e}"),
         }
         tracing::info!(
-            "kquota: left the instances in {} ms",
+            "kquota: instance {} left the others in {} ms",
+            self.shared.config.instance_id,
             started.elapsed().as_millis()
         );
     }
@@ -244,7 +337,7 @@ fn stop_joined(shared: &Shared) {
 }
 
 /// The join thread: attempts until joined or closed.
-fn join(shared: &Arc<Shared>, callback: &Weak<Callback>) {
+fn join(shared: &Arc<Shared>) {
     let runtime = match tokio::runtime::Builder::new_current_thread().build() {
         Ok(r) => r,
         Err(e) => {
@@ -259,27 +352,37 @@ fn join(shared: &Arc<Shared>, callback: &Weak<Callback>) {
         if *shared.stopping.lock() {
             return;
         }
-        let Some(cb) = callback.upgrade() else { return };
         attempts += 1;
-        match runtime.block_on(attempt(shared, &cb)) {
+        match runtime.block_on(attempt(shared)) {
             Ok(joined) => {
-                if *shared.stopping.lock() {
-                    // Closed meanwhile: undo at once.
+                let callbacks = {
+                    // Under the instances' lock, so that a callback linking now either is in
+                    // this list or sees `joined` set.
+                    let _instances = INSTANCES.lock();
+                    let callbacks = shared.callbacks();
                     *shared.joined.lock() = Some(joined);
-                    stop_joined(shared);
+                    callbacks
+                };
+                if *shared.stopping.lock() {
+                    // Closed meanwhile: undone by the closer, which waits for this thread.
                     return;
                 }
-                cb.parts()
-                    .set_split(Some(Box::new(Split(Arc::clone(joined.usage.split())))));
-                let live = joined.members.live_count();
-                let offset = joined.log.applied_offset();
-                *shared.joined.lock() = Some(joined);
+                let (live, offset) = {
+                    let joined = shared.joined.lock();
+                    let Some(joined) = joined.as_ref() else {
+                        return;
+                    };
+                    for cb in &callbacks {
+                        shared.attach(cb, joined);
+                    }
+                    (joined.members.live_count(), joined.log.applied_offset())
+                };
                 *shared.state.lock() = State::Ready;
-                let (kafka, log) = cb.source_counts();
+                let (kafka, log) = callbacks.first().map_or((0, 0), |cb| cb.source_counts());
                 tracing::info!(
                     "kquota: following the configuration log {} at offset {offset} as instance \
                      {} ({log} quotas from the log, {kafka} from Kafka's metadata, which wins \
-                     where both set one), {live} live brokers",
+                     where both set one), {live} live instances",
                     shared.config.config_topic,
                     shared.config.instance_id,
                 );
@@ -300,7 +403,6 @@ fn join(shared: &Arc<Shared>, callback: &Weak<Callback>) {
                 }
             }
         }
-        drop(cb);
         let mut stopping = shared.stopping.lock();
         if !*stopping {
             shared.wake.wait_for(&mut stopping, retry);
@@ -317,32 +419,44 @@ fn set_failed(shared: &Shared, attempts: u32, error: String) {
 }
 
 /// One attempt: the log (replayed into a fresh engine), the membership, the usage sharing.
-async fn attempt(shared: &Shared, callback: &Arc<Callback>) -> Result<Joined, String> {
+async fn attempt(shared: &Arc<Shared>) -> Result<Joined, String> {
     let config = &shared.config;
+    let policy = match shared.callbacks().first() {
+        Some(cb) => cb.policy(),
+        None => return Err("no callback left to join for".to_owned()),
+    };
     let log_engine = Arc::new(
         Engine::builder()
-            .policy(callback.policy())
+            .policy(policy)
             .build()
             .map_err(|e| e.to_string())?,
     );
     {
-        let callback = Arc::downgrade(callback);
+        let shared = Arc::downgrade(shared);
         log_engine.subscribe(move |changes| {
-            if let Some(cb) = callback.upgrade() {
-                for change in changes {
-                    cb.log_changed(&change.entity);
+            if let Some(shared) = shared.upgrade() {
+                for cb in shared.callbacks() {
+                    for change in changes {
+                        cb.log_changed(&change.entity);
+                    }
                 }
             }
         });
     }
-    // Attached before the replay, so that each record's change reaches the callback as it is
+    // Attached before the replay, so that each record's change reaches the callbacks as it is
     // applied; again after it, for whatever a snapshot loaded whole.
-    callback.attach_log(Arc::clone(&log_engine));
+    for cb in shared.callbacks() {
+        cb.attach_log(Arc::clone(&log_engine));
+    }
     let log = ConfigLog::open(config.clone(), Arc::clone(&log_engine))
         .await
         .map_err(|e| e.to_string())?;
-    callback.attach_log(Arc::clone(&log_engine));
-    let members = Membership::start(config, Arc::clone(callback.engine()))
+    for cb in shared.callbacks() {
+        cb.attach_log(Arc::clone(&log_engine));
+    }
+    // The membership sets the live count on the log's engine, which answers nothing: each
+    // callback's engine takes it at every tick.
+    let members = Membership::start(config, Arc::clone(&log_engine))
         .await
         .map_err(|e| e.to_string())?;
     let usage = UsageShare::start_from(
@@ -355,7 +469,87 @@ async fn attempt(shared: &Shared, callback: &Arc<Callback>) -> Result<Joined, St
     .map_err(|e| e.to_string())?;
     Ok(Joined {
         log,
+        log_engine,
         members,
         usage,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kquota::SubQuotaPolicy;
+
+    /// An instance that cannot reach its Kafka (nothing listens on port 1), trying every second.
+    fn unreachable(id: &str) -> ClusterConfig {
+        let mut config = ClusterConfig::new("127.0.0.1:1", id);
+        config.open_timeout = Duration::from_millis(300);
+        config
+    }
+
+    fn wait_for(what: &str, check: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !check() {
+            assert!(Instant::now() < deadline, "{what} within 20 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn callbacks_of_one_instance_id_are_one_instance_until_the_last_closes() {
+        let (a, b) = (
+            Arc::new(Callback::new(SubQuotaPolicy::Kafka)),
+            Arc::new(Callback::new(SubQuotaPolicy::Kafka)),
+        );
+        let la = Link::start(unreachable("one-instance"), &a).unwrap();
+        let lb = Link::start(unreachable("one-instance"), &b).unwrap();
+        assert!(Arc::ptr_eq(&la.shared, &lb.shared));
+        // Kafka's quotas only, and saying why.
+        wait_for("a failed attempt", || {
+            la.state().starts_with("joining (attempt")
+        });
+        assert_eq!(la.live(), 1);
+        // What the broker's callback is told, the controller's knows too.
+        assert!(la.set_leadership(1, 3));
+        assert_eq!(b.parts().leadership(), (1, 3));
+        la.close(&a);
+        assert!(!*lb.shared.stopping.lock(), "the first close stops nothing");
+        let started = Instant::now();
+        lb.close(&b);
+        assert!(started.elapsed() <= CLOSE_BOUND + Duration::from_secs(1));
+        assert_eq!(lb.state(), "stopped: closed");
+        // The id is free again: a new callback is a new instance.
+        let c = Arc::new(Callback::new(SubQuotaPolicy::Kafka));
+        let lc = Link::start(unreachable("one-instance"), &c).unwrap();
+        assert!(!Arc::ptr_eq(&lc.shared, &lb.shared));
+        lc.close(&c);
+    }
+
+    #[test]
+    fn only_the_first_callbacks_readings_are_the_instances_usage() {
+        let (a, b) = (
+            Arc::new(Callback::new(SubQuotaPolicy::Kafka)),
+            Arc::new(Callback::new(SubQuotaPolicy::Kafka)),
+        );
+        let log = Arc::new(Engine::new());
+        let c = kquota::Entity::ClientId(kquota::EntityName::named("c").unwrap());
+        let set = log.mirror(&[kquota::Alteration::new(&c).set(QuotaKey::PRODUCER_BPS, 3e6)]);
+        assert!(set.iter().all(|r| r.error.is_none()));
+        a.attach_log(Arc::clone(&log));
+        b.attach_log(log);
+        let la = Link::start(unreachable("first-reads"), &a).unwrap();
+        let lb = Link::start(unreachable("first-reads"), &b).unwrap();
+        let reading = |rate| Reading {
+            ty: crate::callback::QuotaType::Produce,
+            user: String::new(),
+            client: "c".to_owned(),
+            rate,
+        };
+        lb.tick(&b, &[reading(5.0)]);
+        assert!(la.shared.feed.snapshot().is_empty());
+        la.tick(&a, &[reading(7.0)]);
+        assert_eq!(la.shared.feed.snapshot()[0].measured, 7.0);
+        lb.close(&b);
+        la.close(&a);
+    }
 }

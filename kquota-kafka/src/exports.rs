@@ -570,6 +570,12 @@ pub extern "system" fn Java_io_kquota_kafka_NativeEngine_leadership(
         };
         with_instance(handle, |instance| {
             let callback = instance.callback();
+            #[cfg(feature = "cluster")]
+            let changed = match instance.link() {
+                Some(link) => link.set_leadership(led, total),
+                None => callback.parts().set_leadership(led, total),
+            };
+            #[cfg(not(feature = "cluster"))]
             let changed = callback.parts().set_leadership(led, total);
             // Only a configured cluster-wide limit has a part that moves with it.
             let any_bps = [QuotaType::Produce, QuotaType::Fetch].iter().any(|t| {
