@@ -58,6 +58,11 @@ pub struct ClusterConfig {
     /// How long joining may wait for Kafka: to create or check a topic, to learn where the
     /// configuration log ends, and (while catching up with it) for the next record.
     pub open_timeout: Duration,
+    /// Whether this instance serves clients' traffic (a broker, a proxy): only those are counted
+    /// among the live instances that `bps` limits divide by and that share usage. An instance
+    /// that only answers the quota APIs (`kquotad`) heartbeats as one that does not, so that it
+    /// never holds a part of a limit nor keeps the others' usage view from being whole.
+    pub serves_clients: bool,
 }
 
 impl ClusterConfig {
@@ -81,6 +86,7 @@ impl ClusterConfig {
             usage_max_age: Duration::from_secs(2),
             snapshot_records: 10_000,
             open_timeout: Duration::from_secs(30),
+            serves_clients: true,
         }
     }
 }

@@ -5,7 +5,9 @@
 //! # How
 //!
 //! Every instance produces a heartbeat to the members topic each `heartbeat_interval` (key: its
-//! id; value: `{"v":1,"instance":"<id>","seq":<n>}`), and reads the whole topic, from its start,
+//! id; value: `{"v":1,"instance":"<id>","seq":<n>}`, with `"serves":false` from an instance that
+//! serves no clients' traffic, such as `kquotad`: it is live, and counted in nobody's live set
+//! of instances that `bps` limits divide by), and reads the whole topic, from its start,
 //! on a thread of its own. A clean stop writes a tombstone (the key with no value). The topic is
 //! created if missing: one partition, `cleanup.policy=compact,delete` (compaction keeps it small,
 //! and deletion after ten minutes drops the ids of instances that crashed).
@@ -64,6 +66,19 @@ struct Heartbeat {
     v: u32,
     instance: String,
     seq: u64,
+    /// Whether the instance serves clients' traffic; left out when it does, so that such a
+    /// heartbeat reads as it always did (and an instance of an earlier release, which never
+    /// says, counts as serving).
+    #[serde(default = "serves", skip_serializing_if = "is_true")]
+    serves: bool,
+}
+
+fn serves() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// The live instances, as every consumer of the members topic sees them.
@@ -150,12 +165,16 @@ impl Membership {
         }
     }
 
-    /// The live instances' ids, sorted, this one included.
+    /// The live instances' ids, sorted.
+    ///
+    /// Only instances that serve clients' traffic are counted ([`ClusterConfig::serves_clients`]):
+    /// this one too only if it does.
     pub fn live(&self) -> Vec<String> {
         self.members.live().0.to_vec()
     }
 
-    /// How many instances are live, this one included (what the engine's count was last set to).
+    /// How many instances that serve clients are live, this one included if it does (what the
+    /// engine's count was last set to, at least 1).
     pub fn live_count(&self) -> u32 {
         u32::try_from(self.members.live().0.len()).unwrap_or(u32::MAX)
     }
@@ -214,6 +233,10 @@ struct MembersThread {
     consumer: Consumer,
     /// How long the start-up read may take.
     open_timeout: Duration,
+    /// Whether this instance serves clients' traffic.
+    serves: bool,
+    /// The instances whose latest heartbeat says they serve no clients.
+    passive: BTreeSet<String>,
 }
 
 impl MembersThread {
@@ -245,7 +268,14 @@ impl MembersThread {
             producer,
             consumer,
             open_timeout: config.open_timeout,
+            serves: config.serves_clients,
+            passive: BTreeSet::new(),
         })
+    }
+
+    /// The live instances that serve clients, from everyone live.
+    fn serving(&self, live: Vec<String>) -> Vec<String> {
+        serving(&self.members.me, self.serves, &self.passive, live)
     }
 
     /// Heartbeats and reads until `stop`; `warm` is told once the start-up read is done (or
@@ -325,10 +355,10 @@ impl MembersThread {
                 );
             }
             if is_warm {
-                let live = self.table.live();
+                let live = self.serving(self.table.live());
                 if published.as_ref() != Some(&live) {
                     let count = u32::try_from(live.len()).unwrap_or(u32::MAX);
-                    tracing::info!("members: {count} live: {}", live.join(", "));
+                    tracing::info!("members: {count} live serving clients: {}", live.join(", "));
                     self.engine.set_broker_count(count);
                     self.members.set(live.clone());
                     published = Some(live);
@@ -358,6 +388,7 @@ impl MembersThread {
             v: 1,
             instance: self.members.me.clone(),
             seq: self.seq,
+            serves: self.serves,
         })
         .expect("a heartbeat always encodes");
         match self
@@ -387,6 +418,7 @@ impl MembersThread {
             None => {
                 if let Some(id) = key {
                     self.table.tombstone(id);
+                    self.passive.remove(id);
                 }
             }
             Some(value) => match serde_json::from_slice::<Heartbeat>(value) {
@@ -396,6 +428,11 @@ impl MembersThread {
                             self.table.echo(hb.seq, now);
                         }
                     } else {
+                        if hb.serves {
+                            self.passive.remove(&hb.instance);
+                        } else if !self.passive.contains(&hb.instance) {
+                            self.passive.insert(hb.instance.clone());
+                        }
                         self.table.heartbeat(&hb.instance, now, backlog);
                     }
                 }
@@ -408,6 +445,24 @@ impl MembersThread {
             },
         }
     }
+}
+
+/// Of the `live` instances, those that serve clients: this one (`me`) if `serves`, every other
+/// one unless its latest heartbeat said it does not (`passive`).
+fn serving(
+    me: &str,
+    serves: bool,
+    passive: &BTreeSet<String>,
+    mut live: Vec<String>,
+) -> Vec<String> {
+    live.retain(|id| {
+        if id == me {
+            serves
+        } else {
+            !passive.contains(id)
+        }
+    });
+    live
 }
 
 /// Who is live, from heartbeats received and this instance's own heartbeats read back. No I/O,
@@ -510,6 +565,44 @@ impl MemberTable {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_heartbeat_says_it_serves_no_clients_only_when_it_does_not() {
+        let serving = Heartbeat {
+            v: 1,
+            instance: "a".into(),
+            seq: 7,
+            serves: true,
+        };
+        // As every earlier release wrote it.
+        assert_eq!(
+            serde_json::to_string(&serving).unwrap(),
+            r#"{"v":1,"instance":"a","seq":7}"#
+        );
+        let passive = Heartbeat {
+            serves: false,
+            ..serving
+        };
+        assert_eq!(
+            serde_json::to_string(&passive).unwrap(),
+            r#"{"v":1,"instance":"a","seq":7,"serves":false}"#
+        );
+        let old: Heartbeat = serde_json::from_str(r#"{"v":1,"instance":"a","seq":7}"#).unwrap();
+        assert!(old.serves);
+    }
+
+    #[test]
+    fn instances_that_serve_no_clients_are_live_but_not_counted() {
+        let passive: BTreeSet<String> = ["kquotad-1".to_owned()].into();
+        let live = || vec!["b1".to_owned(), "b2".to_owned(), "kquotad-1".to_owned()];
+        assert_eq!(serving("b1", true, &passive, live()), ["b1", "b2"]);
+        // kquotad counts nobody but the brokers, itself left out.
+        assert_eq!(
+            serving("kquotad-1", false, &BTreeSet::new(), live()),
+            ["b1", "b2"]
+        );
+    }
+
     use super::*;
 
     const HB: Duration = Duration::from_millis(500);

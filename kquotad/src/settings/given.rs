@@ -349,7 +349,13 @@ impl ServerSettings {
             #[cfg(feature = "cluster")]
             cluster: self
                 .cluster
-                .build(&SETTINGS, || format!("kquotad-{}", self.node_id.get()))?,
+                .build(&SETTINGS, || format!("kquotad-{}", self.node_id.get()))?
+                .map(|mut cluster| {
+                    // kquotad answers the quota APIs and serves no clients' traffic: live among
+                    // the instances, never holding a part of a `bps` limit.
+                    cluster.serves_clients = false;
+                    cluster
+                }),
             listeners,
             advertised: self.advertised.clone(),
             data_dir: self.data_dir.clone(),
