@@ -6,6 +6,12 @@
 #   interop/kafka/cluster.sh start <dir>    make certificates, format and start the nodes in <dir>
 #   interop/kafka/cluster.sh stop <dir>     stop them (SIGTERM, then SIGKILL after 30 s)
 #   interop/kafka/cluster.sh status <dir>   exit 0 and print the bootstrap addresses if all three run
+#   interop/kafka/cluster.sh start-node <dir> <n>
+#                                           start node n again after it was stopped or killed: the
+#                                           same ports and data, its server.properties as it is now,
+#                                           the java line `start` gave it (<dir>/node-<n>/launch.sh);
+#                                           returns once its log says "Kafka Server started" once
+#                                           more and it answers Metadata
 #
 # Every node has four listeners on 127.0.0.1, each at a port picked when it starts:
 #   PLAINTEXT        no authentication (the brokers replicate over it)
@@ -25,6 +31,18 @@
 # -Xmx512m -Xms128m, serial collector); KAFKA_START_TIMEOUT (seconds, default 180) bounds the start,
 # which waits until every node answers a Metadata request listing all three brokers. Every failure
 # exits non-zero with a message on stderr and the tail of the logs.
+#
+# Optional hooks for suites that run a broker plug-in (kquota-kafka/tests/cluster); unset, nothing
+# changes:
+#   KAFKA_EXTRA_CLASSPATH=PATH[:PATH...]  appended to every node's classpath (and to the format
+#                                         step's, which loads the classes server.properties names)
+#   KAFKA_EXTRA_PROPERTIES=FILE           its lines appended to every node's server.properties, with
+#                                         @PLAINTEXT@ replaced by the PLAINTEXT bootstrap list (as in
+#                                         bootstrap.env) and @NODE@ by the node's id
+#   KAFKA_JMX=1                           remote JMX on a loopback port of each node's own (no
+#                                         authentication, no TLS: loopback only), written to
+#                                         <dir>/node-<n>/jmx.port and to bootstrap.env as
+#                                         JMX=127.0.0.1:J1,127.0.0.1:J2,127.0.0.1:J3 (nodes 1, 2, 3)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 KAFKA_SH="$HERE/kafka.sh"
@@ -100,7 +118,12 @@ PY
 }
 
 node_running() { # <dir> <node>
-  [ -f "$1/node-$2/kafka.pid" ] && kill -0 "$(cat "$1/node-$2/kafka.pid")" 2>/dev/null
+  [ -f "$1/node-$2/kafka.pid" ] || return 1
+  local pid
+  pid="$(cat "$1/node-$2/kafka.pid")"
+  kill -0 "$pid" 2>/dev/null || return 1
+  # A node killed is a zombie until whoever inherited it reaps it: it runs no more.
+  [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != Z ]
 }
 
 show_logs() { # <dir>
@@ -131,6 +154,52 @@ make_certs() { # <dir>
   done
 }
 
+# Runs node n's launch.sh in a session of its own (setsid: `stop` can end it, and only it, as a
+# group), its output appended to its stdout.log, and writes its pid.
+launch() { # <dir> <node>
+  local nd="$1/node-$2"
+  setsid "$nd/launch.sh" >>"$nd/logs/stdout.log" 2>&1 </dev/null &
+  echo $! >"$nd/kafka.pid"
+}
+
+# How many times the node's log says it started.
+starts() { # <node dir>
+  local c
+  c="$(grep -c "Kafka Server started" "$1/logs/server.log" 2>/dev/null || true)"
+  echo "${c:-0}"
+}
+
+start_node() { # <dir> <node>
+  local dir n="$2"
+  case "$n" in 1 | 2 | 3) ;; *) die "no node '$n': the nodes are $NODES" ;; esac
+  [ -d "$1" ] || die "no directory $1"
+  dir="$(cd "$1" && pwd)"
+  local nd="$dir/node-$n"
+  [ -x "$nd/launch.sh" ] || die "$nd/launch.sh is missing: start the cluster with this cluster.sh first"
+  node_running "$dir" "$n" && die "node $n is already running in $dir (pid $(cat "$nd/kafka.pid"))"
+  local before port
+  before="$(starts "$nd")"
+  port="$(sed -n 's#^listeners=PLAINTEXT://127\.0\.0\.1:\([0-9]*\),.*#\1#p' "$nd/server.properties")"
+  [ -n "$port" ] || die "no PLAINTEXT listener in $nd/server.properties"
+  launch "$dir" "$n"
+  local deadline=$((SECONDS + START_TIMEOUT))
+  while :; do
+    if ! node_running "$dir" "$n"; then
+      tail -n 30 "$nd/logs/server.log" "$nd/logs/stdout.log" >&2 2>/dev/null || true
+      die "node $n exited during start-up (logs in $nd/logs)"
+    fi
+    if [ "$(starts "$nd")" -gt "$before" ] &&
+      [ -n "$(metadata_brokers "$port" 2>/dev/null)" ]; then
+      return 0
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      tail -n 30 "$nd/logs/server.log" >&2 2>/dev/null || true
+      die "node $n did not start within ${START_TIMEOUT} s (it is left running; logs in $nd/logs)"
+    fi
+    sleep 0.5
+  done
+}
+
 start() { # <dir>
   local dir="$1" n
   need_tools
@@ -143,21 +212,33 @@ start() { # <dir>
   rm -rf "$dir"/node-* "$dir/certs" "$dir/bootstrap.env"
   make_certs "$dir"
 
+  if [ -n "${KAFKA_EXTRA_PROPERTIES:-}" ] && ! [ -r "$KAFKA_EXTRA_PROPERTIES" ]; then
+    die "KAFKA_EXTRA_PROPERTIES=$KAFKA_EXTRA_PROPERTIES is not a readable file"
+  fi
+  local jmx_on=""
+  case "${KAFKA_JMX:-}" in
+    "" | 0) ;;
+    1) jmx_on=1 ;;
+    *) die "KAFKA_JMX must be 1 or unset, not '$KAFKA_JMX'" ;;
+  esac
+
   local ports
-  read -r -a ports <<<"$(free_ports 12)"
-  # ports[4*(n-1) + 0..3]: PLAINTEXT, SASL_PLAINTEXT, SSL, CONTROLLER of node n.
-  local voters="" plain="" sasl="" ssl=""
+  read -r -a ports <<<"$(free_ports 15)"
+  # ports[4*(n-1) + 0..3]: PLAINTEXT, SASL_PLAINTEXT, SSL, CONTROLLER of node n; ports[11 + n]: its
+  # JMX port (used with KAFKA_JMX=1 only).
+  local voters="" plain="" sasl="" ssl="" jmx=""
   for n in $NODES; do
     local i=$((4 * (n - 1)))
     voters="$voters${voters:+,}$n@127.0.0.1:${ports[$((i + 3))]}"
     plain="$plain${plain:+,}127.0.0.1:${ports[$i]}"
     sasl="$sasl${sasl:+,}127.0.0.1:${ports[$((i + 1))]}"
     ssl="$ssl${ssl:+,}127.0.0.1:${ports[$((i + 2))]}"
+    jmx="$jmx${jmx:+,}127.0.0.1:${ports[$((11 + n))]}"
   done
 
   local cp
   cp="$(cat "$HERE/target/classpath.txt")"
-  cp="$HERE/target/classes:$cp"
+  cp="$HERE/target/classes:$cp${KAFKA_EXTRA_CLASSPATH:+:$KAFKA_EXTRA_CLASSPATH}"
   local cluster_id
   cluster_id="$(java -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dlog4j2.level=warn -cp "$cp" \
     kafka.tools.StorageTool random-uuid 2>"$dir/format.err")" ||
@@ -206,6 +287,13 @@ share.coordinator.state.topic.replication.factor=3
 share.coordinator.state.topic.min.isr=2
 group.initial.rebalance.delay.ms=0
 EOF
+    if [ -n "${KAFKA_EXTRA_PROPERTIES:-}" ]; then
+      local line
+      while IFS= read -r line || [ -n "$line" ]; do
+        line="${line//@PLAINTEXT@/$plain}"
+        printf '%s\n' "${line//@NODE@/$n}"
+      done <"$KAFKA_EXTRA_PROPERTIES" >>"$nd/server.properties"
+    fi
     cat >"$nd/log4j2.properties" <<EOF
 status = error
 appender.file.type = File
@@ -225,11 +313,25 @@ EOF
   done
 
   for n in $NODES; do
-    local nd="$dir/node-$n"
-    # setsid: each node gets its own process group, so `stop` can end it (and only it) as a group.
-    setsid java $JVM_OPTS "-Dlog4j2.configurationFile=$nd/log4j2.properties" "-Dkafka.logs.dir=$nd/logs" \
-      -cp "$cp" kafka.Kafka "$nd/server.properties" >"$nd/logs/stdout.log" 2>&1 </dev/null &
-    echo $! >"$nd/kafka.pid"
+    local nd="$dir/node-$n" jmx_opts=""
+    if [ -n "$jmx_on" ]; then
+      local jport="${ports[$((11 + n))]}"
+      echo "$jport" >"$nd/jmx.port"
+      jmx_opts="-Dcom.sun.management.jmxremote.port=$jport -Dcom.sun.management.jmxremote.rmi.port=$jport"
+      jmx_opts="$jmx_opts -Dcom.sun.management.jmxremote.host=127.0.0.1"
+      jmx_opts="$jmx_opts -Dcom.sun.management.jmxremote.authenticate=false"
+      jmx_opts="$jmx_opts -Dcom.sun.management.jmxremote.ssl=false -Djava.rmi.server.hostname=127.0.0.1"
+    fi
+    # The node's java line, kept for start-node (exec: the pid written is java's).
+    {
+      echo '#!/usr/bin/env bash'
+      printf 'exec java %s %s %q %q -cp %q kafka.Kafka %q\n' "$JVM_OPTS" "$jmx_opts" \
+        "-Dlog4j2.configurationFile=$nd/log4j2.properties" "-Dkafka.logs.dir=$nd/logs" "$cp" \
+        "$nd/server.properties"
+    } >"$nd/launch.sh"
+    chmod +x "$nd/launch.sh"
+    : >"$nd/logs/stdout.log"
+    launch "$dir" "$n"
   done
 
   local deadline=$((SECONDS + START_TIMEOUT)) ready
@@ -260,6 +362,7 @@ EOF
     echo "SASL_PLAINTEXT=$sasl"
     echo "SSL=$ssl"
     echo "SSL_CA=$dir/certs/ca.pem"
+    [ -z "$jmx_on" ] || echo "JMX=$jmx"
   } >"$dir/bootstrap.env"
   cat "$dir/bootstrap.env"
 }
@@ -301,7 +404,11 @@ case "$cmd" in
     [ $# -eq 2 ] || die "usage: $0 $cmd <dir>"
     "$cmd" "$2"
     ;;
+  start-node)
+    [ $# -eq 3 ] || die "usage: $0 start-node <dir> <node>"
+    start_node "$2" "$3"
+    ;;
   *)
-    die "usage: $0 start <dir> | stop <dir> | status <dir>"
+    die "usage: $0 start <dir> | stop <dir> | status <dir> | start-node <dir> <node>"
     ;;
 esac
