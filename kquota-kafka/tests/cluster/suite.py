@@ -19,9 +19,11 @@ stops while a dead replica is still in the ISR: Kafka's controller takes a dead 
 when it fences it, after its session timeout (9 s by default). Until then no instance reads its own
 heartbeats back, and kquota's membership treats a gap in them longer than its expiry (3 s) as its own
 outage, giving every member twice the expiry from the end of the gap (docs/cluster.md). So with
-Kafka's default, a broker killed with kill -9 drops out ~9 + 6 s after the kill, and with 3 s (tried)
-~3 + 6 s at the instances whose gap passed 3 s. At 2 s Kafka's detection stays within kquota's
-expiry, and case 4a bounds kquota's own part: what the brief of the plug-in promises.
+Kafka's default, a broker killed with kill -9 drops out ~9 + 6 s after the kill, and with 3 s ~3 + 6 s
+at the instances whose gap passed 3 s (measured: 9.2 s at one survivor, 3.0 s at the other). At 2 s
+Kafka's detection stays within kquota's expiry, and case 4a bounds kquota's own part: expiry, a
+heartbeat and delivery, as docs/cluster.md states it. For the same reason the broker killed there leads
+neither _kquota_config nor _kquota_members (a dead leader holds a partition until Kafka fences it).
 
 The broker's state is read over JMX (bean io.kquota:type=ClientQuotaCallback,instance=0: ClusterState,
 Ready, LiveBrokers, Sensors, ReporterInstalled, explain(user, clientId)) through one JVM for the whole run
@@ -31,16 +33,18 @@ metadata), and AlterClientQuotas sent to a kquotad joined to the same cluster (-
 message classes (kquota-cluster/tests/instances/instances.py's Wire). Every entity is a client-id
 (PLAINTEXT clients are all User:ANONYMOUS), so Kafka's shapes rule tags every Produce by client-id.
 
-A kquotad that joins the cluster also joins kquota's membership; it runs only while a case alters the
-log through it, and is stopped (SIGTERM: it leaves the membership at once) before any case counts the
-live brokers or measures a bps split. Case 2 prints what the brokers count while it runs.
+The kquotad joins kquota's membership too, but serves no clients' traffic and says so in its heartbeats,
+so it is counted in no broker's live set and takes no part of a bps limit (docs/cluster.md): it starts in
+case 2 and runs to the end, as it would beside a real cluster, and every LiveBrokers and every split below
+is judged with it running.
 
 Cases (each bounded; a case that fails says what was expected and what was seen, with the brokers'
 kquota log lines):
 
 1. ready: every broker's ClusterState "ready", Ready true, LiveBrokers 3, ReporterInstalled true,
    within READY_TIMEOUT_S of the cluster's start.
-2. configuration, both ways, at every broker's explain(ANONYMOUS, client-id):
+2. configuration, both ways, at every broker's explain(ANONYMOUS, client-id), once every broker still
+   counts three live brokers over KQUOTAD_WATCH_S with the kquotad joined:
    {client-id=conflict-a} producer_byte_rate 2,000,000 through the log (served), then 1,000,000 through
    Kafka: 1,000,000 (Kafka's metadata wins); Kafka's removed: 2,000,000 again (the log's). The other
    order for conflict-b: Kafka's 1,000,000, then the log's 2,000,000 together with a marker entity in
@@ -70,7 +74,7 @@ kquota log lines):
       jstack, kquota's named, and it is killed); then started again.
 5. unreachable log at start: a broker restarted with kquota.cluster.bootstrap.servers at a closed
    port starts, logs a WARN line with "kquota: the configuration log is not reachable", says
-   ClusterState "joining" and Ready false, and serves Kafka's quotas (one set before its restart and
+   ClusterState "joining" (with its attempt and last error) and Ready false, and serves Kafka's quotas (one set before its restart and
    one set while it is up); restarted with the right bootstrap, it is ready and LiveBrokers 3.
 
 A case that fails fails the run, and so does one that did not run: a partial run never passes
@@ -142,6 +146,7 @@ WARM_S = 20
 WINDOW_S = 30
 RECORD_BYTES = 16384
 HELD_BPS = 1500000
+KQUOTAD_WATCH_S = 3.0  # six of kquotad's heartbeats
 STORM_CLIENTS = 3  # connections to kquotad altering at once, each its own entities
 ALTER_TIMEOUT_MS = 10000
 
@@ -786,19 +791,21 @@ class Suite:
         lines, problems = [], []
         secs = self.kquotad.start()
         lines.append("kquotad joined the cluster and listens at %s (%.1f s)" % (self.kquotad.addr, secs))
-        # What the brokers count while kquotad is a member too: 4 within a heartbeat and its delivery
-        # if they count it (shown, not asserted: see the top).
-        counted = {}
-
-        def count():
-            counted.update({n: self.attrs(n, "LiveBrokers")["LiveBrokers"] for n in NODES})
-            return all(v == 4 for v in counted.values()), counted
-        try:
-            self.wait_until("kquotad counted", count, 5)
-        except CaseFailure:
-            pass
-        lines.append("while kquotad is a member too, the brokers' LiveBrokers: %s (%s)" % (
-            counted, "kquotad counted as a broker" if any(v == 4 for v in counted.values()) else "brokers only"))
+        # kquotad heartbeats as an instance that serves no traffic: no broker may count it, over
+        # several of its heartbeats (an observation span, not a readiness wait).
+        seen = {}
+        t_end = time.monotonic() + KQUOTAD_WATCH_S
+        while time.monotonic() < t_end:
+            for n in NODES:
+                v = self.attrs(n, "LiveBrokers")["LiveBrokers"]
+                seen.setdefault(n, set()).add(v)
+            time.sleep(0.25)
+        lines.append("with kquotad joined, the brokers' LiveBrokers over %.0f s: %s" % (
+            KQUOTAD_WATCH_S, {n: sorted(v) for n, v in seen.items()}))
+        if any(v != {3} for v in seen.values()):
+            problems.append("a broker counted kquotad (or lost a broker) while kquotad ran: LiveBrokers %s, not "
+                            "always 3 (kquotad serves no traffic and must be counted in nobody's live set)" % (
+                                {n: sorted(v) for n, v in seen.items()}))
 
         # conflict-a: the log first, then Kafka.
         self.log_alter([(cid("conflict-a"), {KEY: 2000000})])
@@ -858,8 +865,6 @@ class Suite:
         self.kquotad.start()
         self.log_alter([(cid("acc-kquota"), {BPS: ACC_LIMIT})])
         self.kafka_alter([(cid("acc-kafka-1mb"), {KEY: 1000000}), (cid("acc-kafka-3mb"), {KEY: 3000000})])
-        # kquotad leaves the membership before the split is measured (see the top).
-        self.kquotad.stop()
         self.wait_shown("acc-kquota", ACC_LIMIT)
         self.wait_served("acc-kafka-1mb", 1000000)
         self.wait_served("acc-kafka-3mb", 3000000)
@@ -1069,7 +1074,7 @@ class Suite:
         return out
 
     def fault_kill(self):
-        self.kquotad.stop()
+        self.kquotad.start()
         self.wait_ready(timeout=60)
         leaders = self.leaders()
         config = leaders[CONFIG_TOPIC].get(0)
@@ -1140,7 +1145,6 @@ class Suite:
     def rejoin(self, n, storm=None):
         if self.cluster.alive(n):
             raise CaseFailure("node %d is still running" % n)
-        self.kquotad.stop()
         secs = self.cluster.start_node(n)
         when, last = self.wait_ready()
         lines = ["node %d started again (cluster.sh start-node: %.1f s until Kafka says started); every broker ready "
@@ -1390,6 +1394,7 @@ class Suite:
             return only is None or only.search(name) is not None
 
         log("== kquota's cluster-wide limits inside Apache Kafka 4.3.1's brokers (%s)" % self.jar)
+        stopped = None
         try:
             if self.case(CASES[0], self.setup):
                 for name, fn in ((CASES[1], self.ready), (CASES[2], self.configuration), (CASES[3], self.accuracy)):
@@ -1414,6 +1419,8 @@ class Suite:
                     self.restore()
                 if wanted(CASES[9]):
                     self.case(CASES[9], self.unreachable)
+        except SystemExit as e:  # the suite's time bound, or run.sh told it to stop: summarised below
+            stopped = e
         finally:
             self.kquotad.stop()
             if self.jmx:
@@ -1423,8 +1430,13 @@ class Suite:
         seen = {r["case"] for r in self.results}
         for name in CASES:
             if name not in seen:
-                why = "not run (KQUOTA_CLUSTER_CASES=%s)" % only.pattern if only and not wanted(name) else \
-                    "not run (an earlier step failed)"
+                if only and not wanted(name):
+                    why = "not run (KQUOTA_CLUSTER_CASES=%s)" % only.pattern
+                elif stopped is not None:
+                    why = "not run (the suite was stopped: KQUOTA_CLUSTER_SUITE_TIMEOUT=%d s, or a signal)" % (
+                        SUITE_TIMEOUT_S)
+                else:
+                    why = "not run (an earlier step failed)"
                 self.results.append({"case": name, "ok": False, "seconds": 0, "detail": why})
         self.results.sort(key=lambda r: CASES.index(r["case"]))
         passed = sum(r["ok"] for r in self.results)
@@ -1441,6 +1453,8 @@ class Suite:
             for line in self.data["accuracy"]["table"]:
                 log("     " + line)
         log("%d passed, %d failed" % (passed, failed))
+        if stopped is not None:
+            return 143
         return 0 if failed == 0 and passed == len(CASES) else 1
 
 
