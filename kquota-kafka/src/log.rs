@@ -1,7 +1,11 @@
 //! The plug-in's own threads log through `tracing` (kquota-cluster does); the broker logs through
 //! slf4j. Events at INFO and above are formatted here into a bounded queue, which the Java half
-//! drains at every tick into the broker's log at the same level. A flood can cost at most
-//! [`MAX_LINES`] lines of memory: beyond that lines are counted, not kept, and the count is said.
+//! drains at every tick into the broker's log at the same level. What a flood (a broker's clients
+//! reconnecting to a cluster in a rolling restart) costs the broker's log is bounded: a burst of
+//! [`BURST`] lines, then [`PER_SECOND`] a second, and at most [`MAX_LINES`] waiting; the lines
+//! beyond are counted, not kept, and the count is said.
+
+use std::time::Instant;
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -11,17 +15,26 @@ use parking_lot::Mutex;
 
 /// The most lines kept between two drains.
 pub(crate) const MAX_LINES: usize = 1_000;
+/// Lines let through at once after a quiet spell.
+pub(crate) const BURST: f64 = 100.0;
+/// Lines let through a second, sustained.
+pub(crate) const PER_SECOND: f64 = 10.0;
 /// The longest line kept, in bytes (a longer one is cut).
 const MAX_LINE: usize = 8_192;
 
 struct Queue {
     lines: VecDeque<(Level, String)>,
     dropped: u64,
+    /// Lines that may still go through now, and when that was worked out.
+    tokens: f64,
+    at: Option<Instant>,
 }
 
 static QUEUE: Mutex<Queue> = Mutex::new(Queue {
     lines: VecDeque::new(),
     dropped: 0,
+    tokens: BURST,
+    at: None,
 });
 
 /// A line's level, as the Java half maps it to slf4j's.
@@ -102,9 +115,16 @@ fn split_level(text: &str) -> (Level, &str) {
 
 fn push(level: Level, message: String) {
     let mut queue = QUEUE.lock();
-    if queue.lines.len() >= MAX_LINES {
+    let now = Instant::now();
+    if let Some(at) = queue.at {
+        let refill = now.duration_since(at).as_secs_f64() * PER_SECOND;
+        queue.tokens = (queue.tokens + refill).min(BURST);
+    }
+    queue.at = Some(now);
+    if queue.lines.len() >= MAX_LINES || queue.tokens < 1.0 {
         queue.dropped += 1;
     } else {
+        queue.tokens -= 1.0;
         queue.lines.push_back((level, message));
     }
 }
@@ -118,8 +138,8 @@ pub(crate) fn drain() -> Vec<(Level, String)> {
         out.push((
             Level::Warn,
             format!(
-                "kquota: {} log lines of the plug-in's threads were dropped (more than {MAX_LINES} \
-                 between two ticks)",
+                "kquota: {} log lines of the plug-in's threads were dropped (more than {BURST} at \
+                 once or {PER_SECOND} a second)",
                 queue.dropped
             ),
         ));
@@ -147,11 +167,12 @@ mod tests {
             "{lines:?}"
         );
         assert!(!lines.iter().any(|(_, m)| m.contains("not kept")));
-        for i in 0..MAX_LINES + 5 {
+        for i in 0..BURST as usize + 5 {
             tracing::info!("line {i}");
         }
         let lines = drain();
-        assert_eq!(lines.len(), MAX_LINES + 1);
+        // The burst (less what the first lines took), then the count of the rest.
+        assert!(lines.len() <= BURST as usize + 1, "{}", lines.len());
         assert!(
             lines.last().unwrap().1.contains("log lines of the plug-in"),
             "{lines:?}"

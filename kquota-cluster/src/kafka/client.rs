@@ -64,6 +64,13 @@ pub(crate) const PEER: &str = "librdkafka";
 
 /// A librdkafka log line at the matching `tracing` level.
 pub(crate) fn forward_log(level: RDKafkaLogLevel, fac: &str, message: &str) {
+    // A broker that cannot be reached (`FAIL`: refused, reset, timed out) is what a rolling
+    // restart or a broker's failure looks like to a client, and the client reconnects: a warning,
+    // as Kafka's own clients log it, not an error.
+    let level = match level {
+        RDKafkaLogLevel::Error if fac == "FAIL" => RDKafkaLogLevel::Warning,
+        other => other,
+    };
     match level {
         RDKafkaLogLevel::Emerg
         | RDKafkaLogLevel::Alert

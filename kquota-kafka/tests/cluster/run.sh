@@ -23,7 +23,7 @@
 #   KQUOTA_CLUSTER_SUITE_TIMEOUT=SECONDS  the suite's bound (default 1500)
 #   KQUOTA_CLUSTER_CASES=REGEX          only the matching cases (for development: the run then fails,
 #                                       the others reported not run; a partial run never passes)
-#   KQUOTA_CLUSTER_ACC_WINDOW_S=SECONDS the accuracy case's measured span (default 30)
+#   KQUOTA_CLUSTER_ACC_WINDOW_S=SECONDS the accuracy case's measured span (default 45)
 #
 # Needs cargo, java 17+ (and jstack), mvn, openssl and python3 (with venv or pip), and PyPI and Maven
 # Central on the first run (the virtualenv is target/python-venv, shared with tests/python). Nothing is
