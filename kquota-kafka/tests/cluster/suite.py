@@ -1133,7 +1133,7 @@ class Suite:
             if cyc:
                 rates = [cyc.get(n, r["achieved"][n - 1]) for n in NODES]
                 out.append("%-10s %-62s %12s %12s %12s %12.0f %+7.1f%%" % (
-                    "", "  over whole throttle cycles where bursty (not asserted)",
+                    "", "  over whole throttle cycles where bursty (judged)",
                     *("%.0f" % cyc[n] if n in cyc else "=" for n in NODES), sum(rates),
                     100 * (sum(rates) / ACC_LIMIT - 1)))
         return out
