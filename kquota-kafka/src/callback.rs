@@ -17,6 +17,7 @@
 //! the smallest of the units that configure that bucket, a `bps` limit as this broker's part of it
 //! ([`crate::parts`]).
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use kquota::meter::BucketOwner;
@@ -148,6 +149,9 @@ pub struct Callback {
     policy: SubQuotaPolicy,
     sources: Sources,
     parts: Parts,
+    /// Bit `1 << ordinal` for each type with a unit of kquota's log configured anywhere, worked out
+    /// after every change so that the per-request answers read one atomic, not the engine's shapes.
+    units: AtomicU8,
 }
 
 /// The tags of a bucket as an owner (`None` for two empty tags).
@@ -200,6 +204,7 @@ impl Callback {
             policy,
             sources: Sources::default(),
             parts: Parts::default(),
+            units: AtomicU8::new(0),
         }
     }
 
@@ -217,11 +222,26 @@ impl Callback {
     /// replays into: its entities join Kafka's, Kafka's winning where both set an entity's key.
     pub fn attach_log(&self, log: Arc<Engine>) {
         self.sources.attach(&self.engine, log);
+        self.refresh_units();
     }
 
     /// The log's engine changed `entity`.
     pub fn log_changed(&self, entity: &Entity) {
         self.sources.log_changed(&self.engine, entity);
+        self.refresh_units();
+    }
+
+    /// Works out again which types have units of kquota's log (after a change).
+    fn refresh_units(&self) {
+        let mut bits = 0u8;
+        for (i, ty) in QuotaType::ALL.iter().enumerate() {
+            let configured = ty.keys()[1..].iter().any(|&k| {
+                let s = self.engine.shapes(k);
+                s.user_client || s.user || s.client
+            });
+            bits |= u8::from(configured) << i;
+        }
+        self.units.store(bits, Ordering::Release);
     }
 
     /// How many (entity, key) pairs the engine holds from each source: (Kafka's metadata,
@@ -232,11 +252,9 @@ impl Callback {
 
     /// Whether kquota's log configures a unit of `ty` other than Kafka's anywhere: the type is
     /// then answered by the engine's resolution ([`Callback::unit_tags`]).
+    #[inline]
     fn has_units(&self, ty: QuotaType) -> bool {
-        ty.keys()[1..].iter().any(|&k| {
-            let s = self.engine.shapes(k);
-            s.user_client || s.user || s.client
-        })
+        self.units.load(Ordering::Acquire) & (1 << ty as u8) != 0
     }
 
     /// The policy.
@@ -283,6 +301,7 @@ impl Callback {
             (None, None) => return Err("an entity with neither a user nor a client-id".into()),
         };
         self.sources.kafka(&self.engine, &entity, ty.key(), value)?;
+        self.refresh_units();
         Ok(self.mask(ty))
     }
 
@@ -290,7 +309,7 @@ impl Callback {
     #[inline]
     pub fn tags(&self, ty: QuotaType, user: &str, client_id: &str) -> Tags {
         let key = ty.key();
-        if ty.keys().len() > 1 && self.has_units(ty) {
+        if self.has_units(ty) {
             return self.unit_tags(ty, user, client_id);
         }
         if self.policy == SubQuotaPolicy::Kip55 {
@@ -321,7 +340,7 @@ impl Callback {
     /// `None` where Kafka's default has no quota.
     #[inline]
     pub fn limit(&self, ty: QuotaType, user_tag: &str, client_tag: &str) -> Option<f64> {
-        if ty.keys().len() > 1 && self.has_units(ty) {
+        if self.has_units(ty) {
             return self.bucket_limit(ty, user_tag, client_tag).map(|b| b.limit);
         }
         let key = ty.key();
