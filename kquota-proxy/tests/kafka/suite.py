@@ -21,7 +21,8 @@ convergence, quotas set at the proxy with Kafka's kafka-configs (ConfigCommand):
   consumer_byte_rate 1 MiB/s, each stack, at most 5% above it and at least Kafka's own rate for the
   same consumer less 5% (see converged()); two clients of one SCRAM user sharing a KIP-55 remainder
   (user 2 MiB/s, {user, client a} 0.5 MiB/s: a held to 0.5, b to 1.5), client a also run directly
-  against Kafka under the same (user, client-id) quota and judged against that run.
+  against Kafka under the same (user, client-id) quota and judged against that run, and client b
+  judged against Kafka holding a (user, client-id) bucket at b's remainder over the same span.
 differential: each of those producers and consumers run twice at the same time, once through the
   proxy (quota at the proxy only) and once directly against Kafka (the same quota in Kafka only):
   achieved rates within 5% of each other, the throttle times the clients saw side by side; and
@@ -33,7 +34,7 @@ first one), from the end of the first quota window (quota.window.num x quota.win
 11 s) over KQUOTA_PROXY_RATE_SECONDS (default 20; KQUOTA_PROXY_FULL=1 makes it 30), librdkafka's
 producers and every consumer over at least LIBRDKAFKA_PRODUCER_S and CONSUMER_S (60), each end
 averaged over one throttle cycle (see measure()). The rate clients run in six phases of at most
-four clients at once (Java and librdkafka producers; the KIP-55 pair with client a's Kafka run; the
+four clients at once (Java and librdkafka producers; the KIP-55 pair with both clients' Kafka runs; the
 three-broker producer's pair; kafka-python producers; Java and librdkafka consumers; kafka-python
 consumers). The first five cases of convergence and the three-broker case are also told apart
 from what Kafka does: see converged() and per_proxy().
@@ -524,7 +525,14 @@ class Suite:
                                                              "producer_byte_rate=%d" % KIP55_SUB_RATE,
                                                              "--entity-type", "users", "--entity-name", "alice",
                                                              "--entity-type", "clients",
-                                                             "--entity-name", self.kip55_cid("kafka-a")], None)]
+                                                             "--entity-name", self.kip55_cid("kafka-a")], None),
+                  # And a (user, client-id) quota of client b's remainder, so that client b too is
+                  # judged beside Kafka holding a bucket at the same rate over the same span.
+                  (self.cluster["PLAINTEXT"].split(",")[0], ["--alter", "--add-config",
+                                                             "producer_byte_rate=%d" % (KIP55_USER_RATE - KIP55_SUB_RATE),
+                                                             "--entity-type", "users", "--entity-name", "alice",
+                                                             "--entity-type", "clients",
+                                                             "--entity-name", self.kip55_cid("kafka-b")], None)]
         with ThreadPoolExecutor(3) as ex:
             list(ex.map(lambda c: self.config_command(*c), calls))
         # What each side describes: the proxy its own quotas (it answers DescribeClientQuotas itself), Kafka its.
@@ -557,7 +565,7 @@ class Suite:
         rid = self.run_id
         source = "rate-source-%s" % rid
         produce_topics = {(w, s): "rate-%s-%s-%s" % (w, s, rid) for w in ("proxy", "kafka") for s in STACK_NAMES}
-        kip55_topics = {c: "kip55-%s-%s" % (c, rid) for c in ("a", "b", "kafka-a")}
+        kip55_topics = {c: "kip55-%s-%s" % (c, rid) for c in ("a", "b", "kafka-a", "kafka-b")}
         spread_topic = "rate-spread-%s" % rid
         # Each consumer reads from the start of one shared topic, so it must hold more than any reads.
         fill = int((FIRST_WINDOW_S + self.span_s(CONSUMER_S) + SMOOTH_S) * RATE * 1.5 + 20 * RATE)
@@ -597,10 +605,13 @@ class Suite:
         # Client a once more, straight to Kafka under the same (user, client-id) quota: a bursty
         # producer's rate over 20 s at 0.5 MiB/s is as much Kafka's window as the quota, so client
         # a is judged against Kafka's run, as the other differentials are.
-        kip55.append(job("kip55-kafka-a", "java", "produce-rate",
-                         client_conf("java", "SASL_PLAINTEXT", self.cluster["SASL_PLAINTEXT"],
-                                     client_id=self.kip55_cid("kafka-a"), user="alice"),
-                         kip55_topics["kafka-a"]))
+        # Client b's remainder has no Kafka counterpart; Kafka holding a (user, client-id) bucket at the
+        # same rate is its reference.
+        for c in ("kafka-a", "kafka-b"):
+            kip55.append(job("kip55-" + c, "java", "produce-rate",
+                             client_conf("java", "SASL_PLAINTEXT", self.cluster["SASL_PLAINTEXT"],
+                                         client_id=self.kip55_cid(c), user="alice"),
+                             kip55_topics[c]))
         # At most four clients at once on two shared cores: more starve the Java clients (C1 only,
         # still compiling) below their quotas. kafka-python computes CRC32C in pure Python (no crc32c
         # module), so it gets phases of its own.
@@ -608,7 +619,7 @@ class Suite:
             ("Java and librdkafka producers", pair("java", "produce-rate", lambda w: produce_topics[(w, "java")])
              + [dict(j, min_seconds=LIBRDKAFKA_PRODUCER_S)
                 for j in pair("librdkafka", "produce-rate", lambda w: produce_topics[(w, "librdkafka")])]),
-            ("KIP-55's two clients, and client a straight to Kafka", kip55),
+            ("KIP-55's two clients, and both straight to Kafka", kip55),
             ("a producer to three brokers, through the proxy and directly", spread),
             ("kafka-python producers", pair("kafka-python", "produce-rate",
                                             lambda w: produce_topics[(w, "kafka-python")])),
@@ -637,7 +648,8 @@ class Suite:
         self.case("convergence: KIP-55, alice's client a held to its sub-quota %d B/s" % KIP55_SUB_RATE,
                   self.converged, produced[("kip55-a", "java")], KIP55_SUB_RATE, produced[("kip55-kafka-a", "java")])
         self.case("convergence: KIP-55, alice's client b held to the remainder %d B/s" % (KIP55_USER_RATE - KIP55_SUB_RATE),
-                  self.converged, produced[("kip55-b", "java")], KIP55_USER_RATE - KIP55_SUB_RATE)
+                  self.converged, produced[("kip55-b", "java")], KIP55_USER_RATE - KIP55_SUB_RATE,
+                  produced[("kip55-kafka-b", "java")])
         for kind, jobs in (("producer", produced), ("consumer", consumed)):
             for s in STACK_NAMES:
                 self.case("differential: %s %s, quota enforced by Kafka vs by the proxy" % (s, kind),
