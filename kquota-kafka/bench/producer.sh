@@ -235,6 +235,17 @@ echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1-
 echo "== warm-up (not counted)"
 round default warmup
 round kquota warmup
+# What each broker spends with no load at all, over the same IDLE_S seconds: its background threads
+# (with CLUSTER=1, the plug-in's: the log follower, heartbeats, usage sharing, the sensor feed), so
+# that a round's CPU can be told apart into that and what its requests cost.
+IDLE_S="${IDLE_S:-20}"
+idle0_default="$(cpu_ticks "$PID_default")"
+idle0_kquota="$(cpu_ticks "$PID_kquota")"
+sleep "$IDLE_S"
+IDLE_default=$(( ($(cpu_ticks "$PID_default") - idle0_default) * 1000 / $(getconf CLK_TCK) ))
+IDLE_kquota=$(( ($(cpu_ticks "$PID_kquota") - idle0_kquota) * 1000 / $(getconf CLK_TCK) ))
+echo "== idle for $IDLE_S s: default broker CPU $IDLE_default ms, kquota broker CPU $IDLE_kquota ms"
+
 for r in $(seq 1 "$ROUNDS"); do
   echo "== round $r/$ROUNDS (load $(cut -d' ' -f1-3 /proc/loadavg))"
   if [ $((r % 2)) -eq 1 ]; then
@@ -246,8 +257,9 @@ for r in $(seq 1 "$ROUNDS"); do
   fi
 done
 
-python3 - "$WORK/results.txt" "$RECORDS" <<'PY'
+python3 - "$WORK/results.txt" "$RECORDS" "$IDLE_default" "$IDLE_kquota" "$IDLE_S" <<'PY'
 import statistics, sys
+idle = {"default": float(sys.argv[3]) / float(sys.argv[5]), "kquota": float(sys.argv[4]) / float(sys.argv[5])}
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 by = {}
 for label, name, rec, mb, thr, req, cpu in rows:
@@ -257,7 +269,7 @@ print("Broker CPU: the broker process's user + system time over the round, per 1
 print()
 print("| round | default: records/s | MB/s | broker CPU ms / 1k records | kquota: records/s | MB/s | broker CPU ms / 1k records | throughput kquota / default | CPU kquota / default |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-ratios, cpu_ratios = [], []
+ratios, cpu_ratios, net_ratios = [], [], []
 throttled = False
 for label, d in by.items():
     if label == "warmup":
@@ -274,6 +286,10 @@ for label, d in by.items():
     ratio = kr / dr
     ratios.append(ratio)
     cpu_ratios.append(kcpu / dcpu)
+    # Less each broker's idle CPU over the round's duration: what the requests themselves cost.
+    dnet = (dc - idle["default"] * records / dr) / records * 1000
+    knet = (kc - idle["kquota"] * records / kr) / records * 1000
+    net_ratios.append(knet / dnet)
     print(f"| {label[1:]} | {dr:,.0f} | {dm:.2f} | {dcpu:.2f} | {kr:,.0f} | {km:.2f} | {kcpu:.2f} | {ratio:.3f} | {kcpu / dcpu:.3f} |")
 med = statistics.median(ratios)
 cmed = statistics.median(cpu_ratios)
@@ -281,6 +297,9 @@ print()
 print(f"throughput kquota/default: median {med:.3f}, min {min(ratios):.3f}, max {max(ratios):.3f} over {len(ratios)} rounds")
 print(f"within 2 %: {'yes' if abs(med - 1) <= 0.02 else 'NO'} (median {100 * (med - 1):+.1f} %)")
 print(f"broker CPU per record kquota/default: median {cmed:.3f}, min {min(cpu_ratios):.3f}, max {max(cpu_ratios):.3f}")
+print(f"idle broker CPU: default {idle['default']:.1f} ms/s, kquota {idle['kquota']:.1f} ms/s")
+print(f"broker CPU per record less the idle rate, kquota/default: median {statistics.median(net_ratios):.3f}, "
+      f"min {min(net_ratios):.3f}, max {max(net_ratios):.3f}")
 print(f"producer throttled in any round: {'YES' if throttled else 'no'}")
 PY
 echo "== done in $((SECONDS - BEGIN)) s"
