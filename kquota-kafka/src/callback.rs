@@ -235,13 +235,16 @@ impl Callback {
     fn refresh_units(&self) {
         let mut bits = 0u8;
         for (i, ty) in QuotaType::ALL.iter().enumerate() {
-            let configured = ty.keys()[1..].iter().any(|&k| {
-                let s = self.engine.shapes(k);
-                s.user_client || s.user || s.client
-            });
+            let configured = ty.keys()[1..].iter().any(|&k| self.configures(k));
             bits |= u8::from(configured) << i;
         }
         self.units.store(bits, Ordering::Release);
+    }
+
+    /// Whether some entity configures `key`.
+    pub fn configures(&self, key: QuotaKey) -> bool {
+        let s = self.engine.shapes(key);
+        s.user_client || s.user || s.client
     }
 
     /// How many (entity, key) pairs the engine holds from each source: (Kafka's metadata,

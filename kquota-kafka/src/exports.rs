@@ -578,12 +578,9 @@ pub extern "system" fn Java_io_kquota_kafka_NativeEngine_leadership(
             #[cfg(not(feature = "cluster"))]
             let changed = callback.parts().set_leadership(led, total);
             // Only a configured cluster-wide limit has a part that moves with it.
-            let any_bps = [QuotaType::Produce, QuotaType::Fetch].iter().any(|t| {
-                t.bps_key().is_some_and(|k| {
-                    let s = callback.engine().shapes(k);
-                    s.user_client || s.user || s.client
-                })
-            });
+            let any_bps = [QuotaType::Produce, QuotaType::Fetch]
+                .iter()
+                .any(|t| t.bps_key().is_some_and(|k| callback.configures(k)));
             Ok(jint::from(changed && any_bps))
         })
     })

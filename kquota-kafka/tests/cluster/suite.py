@@ -210,6 +210,17 @@ def on_signal(signum, frame):
     raise SystemExit(143)
 
 
+def reap(procs, timeout):
+    """Waits for each of `procs` up to `timeout` s, kills the group of one still running, forgets them."""
+    for p in procs:
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(10)
+        forget(p)
+
+
 def spawn(argv, log_path, env=None, stdin=subprocess.DEVNULL, stdout=None):
     out = open(log_path, "ab")
     try:
@@ -982,13 +993,7 @@ class Suite:
                     except CaseFailure:
                         pass
             time.sleep(2)
-        for p in procs:
-            try:
-                p.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(10)
-            forget(p)
+        reap(procs, 60)
 
         def at(lines, t, field="acked"):  # the cumulative `field` at wall time t, interpolated
             if not lines or t < lines[0]["t"] or t > lines[-1]["t"]:
@@ -1515,13 +1520,7 @@ class Suite:
                     time.sleep(TRAFFIC_WARM_S + TRAFFIC_WINDOW_S + 1)
                     t0, t1 = t_start + TRAFFIC_WARM_S, t_start + TRAFFIC_WARM_S + TRAFFIC_WINDOW_S
                 finally:
-                    for p in procs:
-                        try:
-                            p.wait(30)
-                        except subprocess.TimeoutExpired:
-                            os.killpg(p.pid, signal.SIGKILL)
-                            p.wait(10)
-                        forget(p)
+                    reap(procs, 30)
                     reader.stop()
                 m = reader.measure(t0, t1, ["broker-%d" % n for n in NODES])
                 row = {"brokers": len(NODES), "buckets": buckets, **m}
